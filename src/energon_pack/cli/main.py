@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Entry point of the ``energon-pack`` command.
+
+Each sub-command lives in its own module ``energon_pack.cli.<module>`` and exposes a click
+command named ``command``. Modules are imported only when their command runs, so
+``energon-pack simulate`` does not pay for importing torch or megatron-energon.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# command name -> module (relative to energon_pack.cli) that defines ``command``
+COMMANDS: dict[str, str] = {
+    "simulate": "simulate",
+    "analyze": "analyze",
+    "demo": "demo",
+    "make-dataset": "make_dataset",
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name in COMMANDS if _available(name))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS or not _available(name):
+            return None
+        return importlib.import_module(f"energon_pack.cli.{COMMANDS[name]}").command
+
+
+def _available(name: str) -> bool:
+    return importlib.util.find_spec(f"energon_pack.cli.{COMMANDS[name]}") is not None
+
+
+@click.group(cls=_LazyGroup)
+@click.version_option(package_name="energon-pack")
+def main() -> None:
+    """Sequence packing for megatron-energon: simulate, analyze, demo."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 # name -> submodule that defines it (imported on first access)
 _LAZY: dict[str, str] = {
     "CarryOver": "energon_pack.algorithms",
-    "OverlongPolicy": "energon_pack.task_encoders",
+    "OverlongPolicy": "energon_pack.algorithms",
     "PackingTaskEncoder": "energon_pack.task_encoders",
     "LLMPackingTaskEncoder": "energon_pack.task_encoders",
     "CaptioningPackingTaskEncoder": "energon_pack.task_encoders",

@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Packing algorithms: lengths in, bins of indices out (stdlib + NumPy only).
+
+    >>> from energon_pack.algorithms import pack_lengths, lower_bound
+    >>> pack_lengths([5, 4, 6, 3, 2], 10)
+    [[2, 1], [0, 3, 4]]
+    >>> lower_bound([5, 4, 6, 3, 2], 10)
+    2
+
+This package must never import torch or megatron (a test enforces it), so that the CLI's
+``simulate`` and any user tool can use the algorithms without the training stack.
+"""
+
+from energon_pack.algorithms._best_fit import best_fit_decreasing
+from energon_pack.algorithms._bounds import lower_bound, martello_toth_l2
+from energon_pack.algorithms._carry_over import CarryOver, CarryOverPlan, plan_carry_over
+from energon_pack.algorithms._first_fit import first_fit, first_fit_decreasing
+from energon_pack.algorithms._next_fit import next_fit
+from energon_pack.algorithms._options import PackOptions, prepare_lengths
+from energon_pack.algorithms._overlong import OverlongPolicy, apply_overlong
+from energon_pack.algorithms._registry import (
+    ALGORITHMS,
+    DEFAULT_ALGORITHM,
+    PackingAlgorithm,
+    pack_lengths,
+)
+from energon_pack.algorithms._repair import best_fit_decreasing_repair, fill_room
+from energon_pack.algorithms._simulate import SimulationResult, simulate
+
+__all__ = [
+    "ALGORITHMS",
+    "DEFAULT_ALGORITHM",
+    "CarryOver",
+    "CarryOverPlan",
+    "OverlongPolicy",
+    "SimulationResult",
+    "apply_overlong",
+    "fill_room",
+    "plan_carry_over",
+    "simulate",
+    "PackOptions",
+    "PackingAlgorithm",
+    "best_fit_decreasing",
+    "best_fit_decreasing_repair",
+    "first_fit",
+    "first_fit_decreasing",
+    "lower_bound",
+    "martello_toth_l2",
+    "next_fit",
+    "pack_lengths",
+    "prepare_lengths",
+]

@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Over-long policy and carry-over planning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from energon_pack.algorithms import CarryOver, OverlongPolicy, apply_overlong, plan_carry_over
+
+
+def test_overlong_policies() -> None:
+    # pack 4: 9 -> split 4, 4, 1; truncate 4; drop removes it.
+    assert apply_overlong([9, 3], 4, "split").tolist() == [4, 4, 1, 3]
+    assert apply_overlong([8, 3], 4, OverlongPolicy.SPLIT).tolist() == [4, 4, 3]
+    assert apply_overlong([9, 3], 4, "truncate").tolist() == [4, 3]
+    assert apply_overlong([9, 3], 4, "drop").tolist() == [3]
+    with pytest.raises(ValueError, match="sample 0 has length 9"):
+        apply_overlong([9, 3], 4, "error")
+    with pytest.raises(ValueError):
+        apply_overlong([9], 4, "shorten")
+
+
+def test_split_preserves_tokens() -> None:
+    lengths = np.random.default_rng(0).integers(1, 50, size=300)
+    out = apply_overlong(lengths, 7, "split")
+    assert out.sum() == lengths.sum() and out.max() <= 7
+
+
+def test_carry_over_worked_example() -> None:
+    # Fills 1.0 and 0.5: the half-full group [2] is carried with age 1.
+    plan = plan_carry_over([9, 1, 5], [0, 0, 0], 10, [[0, 1], [2]], CarryOver(min_fill=0.9))
+    assert plan.emit == [[0, 1]]
+    assert plan.carry == [2]
+    assert plan.carry_ages.tolist() == [1]
+
+
+def test_carry_over_respects_max_age_and_final() -> None:
+    cfg = CarryOver(min_fill=0.9, max_age=2)
+    # Sample 2 already carried twice: its group must be emitted.
+    plan = plan_carry_over([9, 1, 5], [0, 0, 2], 10, [[0, 1], [2]], cfg)
+    assert plan.emit == [[0, 1], [2]] and plan.carry == []
+    # End of data: everything is emitted.
+    plan = plan_carry_over([9, 1, 5], [0, 0, 0], 10, [[0, 1], [2]], cfg, final=True)
+    assert plan.emit == [[0, 1], [2]] and plan.carry == []
+
+
+def test_carry_over_always_emits_something_and_bounds_the_carry() -> None:
+    cfg = CarryOver(min_fill=0.99, max_carry_fraction=0.9)
+    # Both groups under-filled; the fullest (fill 0.6) is still emitted.
+    plan = plan_carry_over([5, 6], [0, 0], 10, [[0], [1]], cfg)
+    assert plan.emit == [[1]] and plan.carry == [0]
+    # Fraction 0.25 of 4 samples = 1: the two-sample group cannot be carried.
+    cfg = CarryOver(min_fill=0.99, max_carry_fraction=0.25)
+    plan = plan_carry_over([2, 2, 9, 1], [0] * 4, 10, [[0, 1], [2, 3]], cfg)
+    assert plan.carry == []
+
+
+def test_carry_over_config_validates() -> None:
+    with pytest.raises(ValueError, match="min_fill"):
+        CarryOver(min_fill=1.5)
+    with pytest.raises(ValueError, match="max_carry_fraction"):
+        CarryOver(max_carry_fraction=1.0)
+    with pytest.raises(ValueError, match="max_age"):
+        CarryOver(max_age=-1)

@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Benchmark of the packing algorithms: fill vs the lower bound, and time per call.
+
+Run: ``python tests/benchmarks/algorithms.py [--lengths PATH] [--quick]``
+
+Tables:
+1. per algorithm and input size (1k / 10k / 100k lengths): packs above ``ceil(sum/C)``, fill,
+   bound fill, milliseconds per call, on the manpages lengths (docs split at the pack size,
+   shuffled with seed 0) and on synthetic uniform / lognormal / bimodal lengths;
+2. the streaming fill at buffers 2048 / 4096 at pack size 4096 (energon's buffer model);
+3. carry-over at buffers 16 / 64 / 256 (manpages, pack 4096, split).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from energon_pack.algorithms import (
+    ALGORITHMS,
+    CarryOver,
+    apply_overlong,
+    lower_bound,
+    pack_lengths,
+    simulate,
+)
+
+DEFAULT_LENGTHS = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
+C = 4096
+
+
+def datasets(path: Path, n: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    out: dict[str, np.ndarray] = {}
+    if path.exists():
+        raw = apply_overlong(np.loadtxt(path, dtype=np.int64), C, "split")
+        rng.shuffle(raw)
+        out["manpages"] = np.resize(raw, n)
+    else:
+        print(f"(manpages lengths not found at {path}: synthetic inputs only)")
+    out["uniform"] = rng.integers(1, C + 1, size=n)
+    out["lognormal"] = np.clip(rng.lognormal(6.5, 1.0, size=n).astype(np.int64), 1, C)
+    out["bimodal"] = np.where(
+        rng.random(n) < 0.7, rng.integers(50, 400, size=n), rng.integers(2000, C + 1, size=n)
+    )
+    return out
+
+
+def best_time(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS)
+    parser.add_argument("--quick", action="store_true", help="skip 100k lengths")
+    args = parser.parse_args()
+    sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
+    data = datasets(args.lengths, max(sizes))
+    print(f"## Per call, capacity {C}: packs above ceil(sum/C), fill, best-of-3 ms per call\n")
+    print("| data | algorithm | n | packs | +over bound | fill % | bound fill % | ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for dname, arr in data.items():
+        for name in ALGORITHMS:
+            for n in sizes:
+                x = arr[:n]
+                bins = pack_lengths(x, C, algorithm=name)
+                lb = lower_bound(x, C)
+                ms = best_time(lambda x=x, name=name: pack_lengths(x, C, algorithm=name), 3) * 1e3
+                tok = int(x.sum())
+                print(
+                    f"| {dname} | {name} | {n} | {len(bins)} | {len(bins) - lb} | "
+                    f"{100 * tok / (len(bins) * C):.2f} | {100 * tok / (lb * C):.2f} | {ms:.1f} |"
+                )
+    if "manpages" not in data:
+        return
+    raw = np.loadtxt(args.lengths, dtype=np.int64)
+    print(f"\n## Streaming (energon buffer model), manpages, pack {C}, overlong split\n")
+    print("| buffer | algorithm | fill % | per-buffer bound % | gap (points) | select s |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for buf in (2048, 4096):
+        for name in ALGORITHMS:
+            r = simulate(raw, C, buf, algorithm=name)
+            gap = 100 * (r.lower_bound_fill - r.fill)
+            print(
+                f"| {buf} | {name} | {100 * r.fill:.2f} | {100 * r.lower_bound_fill:.2f} | "
+                f"{gap:.2f} | {r.select_seconds:.2f} |"
+            )
+    print(f"\n## Carry-over, manpages, pack {C}, overlong split, default algorithm\n")
+    print("| buffer | carry-over | fill % | packs | max age | max wait (samples) |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for buf in (16, 64, 256):
+        for cfg in (None, CarryOver()):
+            r = simulate(raw, C, buf, carry_over=cfg)
+            label = "off" if cfg is None else repr(cfg).replace("CarryOver", "")
+            print(
+                f"| {buf} | {label} | {100 * r.fill:.2f} | {r.packs} | {r.max_age} | "
+                f"{r.max_wait_samples} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``energon-pack simulate`` through click's CliRunner and once as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner
+
+from energon_pack.cli.simulate import command
+
+
+def _write(tmp_path: Path) -> Path:
+    path = tmp_path / "lengths.txt"
+    path.write_text("\n".join(["3"] * 5) + "\n")
+    return path
+
+
+def test_json_output_has_the_documented_keys(tmp_path: Path) -> None:
+    # Same as the algorithms-layer worked example: 3 packs, 15 tokens in 18 slots.
+    res = CliRunner().invoke(
+        command, [str(_write(tmp_path)), "--pack-size", "6", "--buffer-size", "4", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    for key in (
+        "fill",
+        "packs",
+        "lower_bound_packs",
+        "tokens",
+        "samples_in",
+        "samples_out",
+        "select_seconds",
+    ):
+        assert key in data
+    assert (data["packs"], data["tokens"], data["samples_in"], data["samples_out"]) == (3, 15, 5, 5)
+
+
+def test_npy_input_and_text_table(tmp_path: Path) -> None:
+    path = tmp_path / "lengths.npy"
+    np.save(path, np.array([9, 3], dtype=np.int64))
+    res = CliRunner().invoke(
+        command, [str(path), "--pack-size", "4", "--buffer-size", "8", "--overlong", "split"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "2 -> 4 packed -> 4 out" in res.output
+
+
+def test_carry_over_flag(tmp_path: Path) -> None:
+    path = tmp_path / "l.txt"
+    rng = np.random.default_rng(0)
+    path.write_text("\n".join(map(str, rng.integers(1, 900, size=400))))
+    args = [str(path), "--pack-size", "1024", "--buffer-size", "16", "--json"]
+    plain = json.loads(CliRunner().invoke(command, args).output)
+    carried = json.loads(
+        CliRunner().invoke(command, [*args, "--carry-over", "--max-age", "2"]).output
+    )
+    assert carried["carry_over"] and carried["max_age"] <= 2
+    assert carried["samples_out"] == plain["samples_out"] == 400
+    assert carried["fill"] >= plain["fill"]
+
+
+def test_bad_inputs_fail_with_a_message(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("3\nabc\n")
+    res = CliRunner().invoke(command, [str(bad), "--pack-size", "6", "--buffer-size", "4"])
+    assert res.exit_code != 0 and "one integer per line" in res.output
+    res = CliRunner().invoke(
+        command,
+        [str(_write(tmp_path)), "--pack-size", "2", "--buffer-size", "4", "--overlong", "error"],
+    )
+    assert res.exit_code != 0 and "pack size 2" in res.output
+    res = CliRunner().invoke(
+        command,
+        [str(_write(tmp_path)), "--pack-size", "6", "--buffer-size", "4", "--algorithm", "nope"],
+    )
+    assert res.exit_code != 0
+
+
+def test_runs_as_a_real_command(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "energon_pack.cli.main",
+            "simulate",
+            str(_write(tmp_path)),
+            "--pack-size",
+            "6",
+            "--buffer-size",
+            "4",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert json.loads(out.stdout)["packs"] == 3

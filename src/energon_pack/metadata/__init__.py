@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Attention metadata of packed rows (torch only; megatron-core is imported lazily, if at all).
+
+From the document lengths of each row this package builds reset position ids, segment ids,
+``cu_seqlens`` (int32, from 0), ``cu_seqlens_padded``, ``max_seqlen`` (Python int), document
+borders, ``seq_idx``, the dense block-causal reference mask, a FlexAttention ``BlockMask`` and
+Qwen2-VL-style mRoPE positions. Example::
+
+    >>> meta = document_metadata([[3, 2, 1]])
+    >>> meta.position_ids
+    tensor([[0, 1, 2, 0, 1, 0]])
+    >>> meta.cu_seqlens
+    tensor([0, 3, 5, 6], dtype=torch.int32)
+
+See ``docs/concepts/metadata.md`` for the conventions.
+"""
+
+from energon_pack.metadata._documents import (
+    DocumentMetadata,
+    aligned_lengths,
+    document_metadata,
+    position_ids_from_lengths,
+)
+from energon_pack.metadata._flex import (
+    DEFAULT_BLOCK_SIZE,
+    block_causal_block_mask,
+    reference_block_mask,
+)
+from energon_pack.metadata._kernels import (
+    flash_attn_kwargs,
+    packed_seq_params,
+    packed_seq_params_fields,
+)
+from energon_pack.metadata._masks import additive_mask, dense_block_causal_mask
+from energon_pack.metadata._mrope import mrope_position_ids
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "DocumentMetadata",
+    "additive_mask",
+    "aligned_lengths",
+    "block_causal_block_mask",
+    "dense_block_causal_mask",
+    "document_metadata",
+    "flash_attn_kwargs",
+    "mrope_position_ids",
+    "packed_seq_params",
+    "packed_seq_params_fields",
+    "position_ids_from_lengths",
+    "reference_block_mask",
+]

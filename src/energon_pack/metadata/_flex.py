@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FlexAttention ``BlockMask`` for packed rows, built from block-level bounds in O((L/128)^2).
+
+``torch.nn.attention.flex_attention.create_block_mask`` evaluates the mask function on all
+``L * L`` pairs. Packed rows do not need that: slot indices (``seq_idx``) never decrease along a
+row, so for a query tile ``qb`` and a key tile ``kb`` (128 tokens each by default):
+
+- some pair may attend  iff ``kb <= qb`` and the key tile's last slot >= the query tile's first;
+- every pair may attend iff ``kb < qb`` and both tiles lie inside one slot and the row ("full"
+  tile, the kernel skips the mask function there).
+
+Example, ``L = 8``, tiles of 2, slots ``[0, 0, 0, 1, 1, 1, 1, 1]`` (tile slot ranges 0-0, 0-1,
+1-1, 1-1)::
+
+    kb:        0  1  2  3
+    qb = 0     p  .  .  .      p = partial (mask function applied), f = full, . = skipped
+    qb = 1     p  p  .  .      (tile 1 holds slots 0-1: never full)
+    qb = 2     .  p  p  .      (tile 0 holds only slot 0, query tile 2 only slot 1: skipped)
+    qb = 3     .  p  f  p
+
+The result equals ``create_block_mask`` (tested), and ``block_mask.to_dense()`` expanded to
+tokens equals the dense reference mask. On CPU, ``flex_attention`` runs unfused in eager mode
+(torch 2.13): correct but slow, fine for tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask
+
+__all__ = ["DEFAULT_BLOCK_SIZE", "block_causal_block_mask", "reference_block_mask"]
+
+DEFAULT_BLOCK_SIZE = 128
+
+
+def _mask_mod(seq_idx: torch.Tensor) -> Callable[..., torch.Tensor]:
+    """The FlexAttention ``mask_mod``: same slot and key not after query."""
+
+    def document_causal(
+        b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
+    ) -> torch.Tensor:
+        return (seq_idx[b, q_idx] == seq_idx[b, kv_idx]) & (kv_idx <= q_idx)
+
+    return document_causal
+
+
+def _padded_seq_idx(seq_idx: torch.Tensor, block_size: int) -> torch.Tensor:
+    if seq_idx.dim() != 2:
+        raise ValueError(f"seq_idx must have shape (B, L), got {tuple(seq_idx.shape)}")
+    length = seq_idx.shape[1]
+    pad = -length % block_size
+    # kernels may call the mask function on the last tile's out-of-range indices
+    return torch.nn.functional.pad(seq_idx, (0, pad), value=-1) if pad else seq_idx
+
+
+def block_causal_block_mask(
+    seq_idx: torch.Tensor, *, block_size: int = DEFAULT_BLOCK_SIZE
+) -> BlockMask:
+    """Return the document-causal ``BlockMask`` of shape ``(B, 1, L, L)``.
+
+    Args:
+        seq_idx: ``(B, L)`` integer slot index per token, non-decreasing along each row
+            (``DocumentMetadata.seq_idx``).
+        block_size: FlexAttention tile size (128 unless your kernel wants otherwise).
+    """
+    batch, length = seq_idx.shape
+    padded = _padded_seq_idx(seq_idx, block_size)
+    nb = padded.shape[1] // block_size
+    device = seq_idx.device
+    tile_starts = torch.arange(nb, device=device) * block_size
+    tile_ends = torch.clamp(tile_starts + block_size, max=length) - 1
+    first = seq_idx[:, tile_starts]  # (B, nb) first slot of each tile
+    last = seq_idx[:, tile_ends]  # (B, nb) last slot of each tile
+    qb = torch.arange(nb, device=device).view(nb, 1)
+    kb = torch.arange(nb, device=device).view(1, nb)
+    # (B, nb_q, nb_kv)
+    any_pair = (kb <= qb) & (last[:, None, :] >= first[:, :, None])
+    # a tile cut by the row end is never full: its out-of-range queries match nothing
+    single_slot = (first == last) & (tile_starts + block_size <= length)
+    full = (
+        (kb < qb)
+        & single_slot[:, :, None]
+        & single_slot[:, None, :]
+        & (first[:, :, None] == first[:, None, :])
+    )
+    partial = any_pair & ~full
+
+    def to_blocks(sel: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        num = sel.sum(-1, dtype=torch.int32)
+        # stable sort puts the selected tiles first, in increasing kv order
+        idx = torch.argsort((~sel).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+        return num[:, None], idx[:, None]
+
+    kv_num, kv_idx = to_blocks(partial)
+    full_num, full_idx = to_blocks(full)
+    return BlockMask.from_kv_blocks(
+        kv_num,
+        kv_idx,
+        full_num,
+        full_idx,
+        BLOCK_SIZE=block_size,
+        mask_mod=_mask_mod(padded),
+        seq_lengths=(length, length),
+    )
+
+
+def reference_block_mask(
+    seq_idx: torch.Tensor, *, block_size: int = DEFAULT_BLOCK_SIZE
+) -> BlockMask:
+    """Same mask through ``create_block_mask`` (evaluates all L*L pairs; for tests)."""
+    batch, length = seq_idx.shape
+    padded = _padded_seq_idx(seq_idx, block_size)
+    return create_block_mask(
+        _mask_mod(padded),
+        batch,
+        None,
+        length,
+        length,
+        device=seq_idx.device,
+        BLOCK_SIZE=block_size,
+    )

@@ -1,0 +1,237 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Batches of packs, and the adapters that hand them to attention kernels.
+
+``collate_packs`` stacks packs into ``(B, L)`` rows, padding each row at the end (to the longest
+pack, to ``pad_to``, or up to a multiple). The tail padding joins the row's last document slot
+(positions continue, segment id 0, label -100), so every kernel sees one consistent layout.
+Example, packs ``[3, 2]`` and ``[4]`` tokens, ``pad_to=6``::
+
+    row 0: a a a b b p     segment_ids 1 1 1 2 2 0   position_ids 0 1 2 0 1 2
+    row 1: c c c c p p     segment_ids 1 1 1 1 0 0   position_ids 0 1 2 3 4 5
+    cu_seqlens        [0, 3, 5, 9]          (real lengths, int32)
+    cu_seqlens_padded [0, 3, 6, 12]         (offsets in the flattened (B * L,) batch, int32)
+
+Adapters: ``flash_attn_kwargs()``, ``packed_seq_params()``, ``hf_kwargs(...)``,
+``block_mask()``, ``dense_mask()``. Only ``dense_mask()`` (and the sdpa/eager ``hf_kwargs``)
+builds an ``L x L`` object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from megatron.energon import Batch, edataclass
+from torch.nn.attention.flex_attention import BlockMask
+
+from energon_pack.metadata import (
+    DEFAULT_BLOCK_SIZE,
+    DocumentMetadata,
+    block_causal_block_mask,
+    dense_block_causal_mask,
+    document_metadata,
+    flash_attn_kwargs,
+    packed_seq_params,
+)
+from energon_pack.samples._hf import hf_kwargs
+from energon_pack.samples._packed import IGNORE_INDEX, PackedCaptioningSample, PackedTextSample
+
+__all__ = ["PackedCaptioningBatch", "PackedTextBatch", "collate_packs"]
+
+
+@edataclass
+class PackedTextBatch(Batch):
+    """A batch of ``B`` packs padded to length ``L`` (``D`` documents in total)."""
+
+    #: (B, L) int64 token ids; tail padding is ``pad_token_id``.
+    tokens: torch.Tensor
+    #: (B, L) int64 aligned targets (label[i] = next token of the same document), -100 elsewhere.
+    labels: torch.Tensor
+    #: (B, L) int64 positions reset per document; padding continues its slot's count.
+    position_ids: torch.Tensor
+    #: (B, L) int64 1..k per row for real tokens, 0 on padding.
+    segment_ids: torch.Tensor
+    #: (B, L) bool, True at the first token of each document and at the start of padding.
+    document_borders: torch.Tensor
+    #: (B, L) int32 slot index in the flattened batch (Mamba / linear attention ``seq_idx``).
+    seq_idx: torch.Tensor
+    #: (D + 1,) int32 cumulative real document lengths, from 0.
+    cu_seqlens: torch.Tensor
+    #: (D + 1,) int32 slot offsets in the flattened (B * L,) batch; last entry B * L.
+    cu_seqlens_padded: torch.Tensor
+    #: Longest real document, Python int.
+    max_seqlen: int
+    #: Longest slot (document + its padding), Python int.
+    max_seqlen_padded: int
+    #: Per row, real document lengths.
+    doc_lengths: list[list[int]]
+    #: Per row, document lengths after alignment padding (without the row's tail padding).
+    doc_lengths_padded: list[list[int]]
+    #: Per row, the member documents' ``__key__``.
+    sample_keys: list[list[str]]
+
+    @property
+    def metadata(self) -> DocumentMetadata:
+        """The batch's document metadata as one object (no recomputation)."""
+        length = self.tokens.shape[1]
+        slots = []
+        for padded in self.doc_lengths_padded:
+            row = list(padded)
+            row[-1] += length - sum(padded)
+            slots.append(tuple(row))
+        return DocumentMetadata(
+            position_ids=self.position_ids,
+            segment_ids=self.segment_ids,
+            document_borders=self.document_borders,
+            seq_idx=self.seq_idx,
+            cu_seqlens=self.cu_seqlens,
+            cu_seqlens_padded=self.cu_seqlens_padded,
+            max_seqlen=self.max_seqlen,
+            max_seqlen_padded=self.max_seqlen_padded,
+            doc_lengths=tuple(tuple(r) for r in self.doc_lengths),
+            slot_lengths=tuple(slots),
+        )
+
+    def flash_attn_kwargs(self) -> dict[str, Any]:
+        """``flash_attn_varlen_func`` kwargs for the (B * L, ...) flattened batch.
+
+        ``cu_seqlens_q/k``: (D + 1,) int32 slot offsets; ``max_seqlen_q/k``: Python int.
+        """
+        return flash_attn_kwargs(self.metadata)
+
+    def packed_seq_params(self) -> Any:
+        """Megatron-Core ``PackedSeqParams`` (``qkv_format="thd"``), or its fields as a dict
+        when megatron-core is not installed. ``cu_seqlens_q/kv`` (real) and
+        ``cu_seqlens_q/kv_padded`` (offsets): (D + 1,) int32; ``max_seqlen_q/kv``: Python int.
+        """
+        return packed_seq_params(self.metadata)
+
+    def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
+        """Kwargs for ``model(**...)`` of a transformers causal LM; see ``samples._hf``."""
+        return hf_kwargs(self, attn_implementation, **options)
+
+    def block_mask(self, *, block_size: int = DEFAULT_BLOCK_SIZE) -> BlockMask:
+        """FlexAttention document-causal ``BlockMask`` of shape (B, 1, L, L)."""
+        return block_causal_block_mask(self.seq_idx, block_size=block_size)
+
+    def dense_mask(self) -> torch.Tensor:
+        """(B, 1, L, L) bool block-causal mask (True = may attend). Costs B * L^2 bytes."""
+        meta = self.metadata
+        mask = dense_block_causal_mask(meta.slot_lengths, self.tokens.shape[1])
+        return mask.to(self.tokens.device)
+
+
+@edataclass
+class PackedCaptioningBatch(PackedTextBatch):
+    """A batch of captioning packs."""
+
+    #: (num_patches, patch_dim) float32, all images of the batch in row-major pack order.
+    pixel_values: torch.Tensor
+    #: (num_images, 3) int64 (t, h, w) patch grid per image.
+    image_grid_thw: torch.Tensor
+    #: (num_images, 2) int64 [start, end) spans in the flattened (B * L,) batch
+    #: (row = start // L).
+    image_spans: torch.Tensor
+    #: (3, B, L) int64 mRoPE positions (padding continues the count), or None.
+    mrope_position_ids: torch.Tensor | None = None
+
+    def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
+        """Text kwargs plus ``pixel_values``, ``image_grid_thw`` and, when built, the mRoPE
+        ``position_ids`` of shape (3, B, L)."""
+        kwargs = hf_kwargs(self, attn_implementation, **options)
+        kwargs["pixel_values"] = self.pixel_values
+        kwargs["image_grid_thw"] = self.image_grid_thw
+        if self.mrope_position_ids is not None:
+            kwargs["position_ids"] = self.mrope_position_ids
+        return kwargs
+
+
+def _row_length(packs: Sequence[PackedTextSample], pad_to: int | None, multiple: int | None) -> int:
+    longest = max(p.length for p in packs)
+    length = longest if pad_to is None else pad_to
+    if length < longest:
+        worst = max(packs, key=lambda p: p.length)
+        raise ValueError(
+            f"pack {worst.__key__!r} has {longest} tokens, more than pad_to={pad_to}; "
+            "raise pad_to to the pack size"
+        )
+    if multiple is not None:
+        if multiple < 1:
+            raise ValueError(f"pad_to_multiple_of must be >= 1, got {multiple}")
+        length = -(-length // multiple) * multiple
+    return length
+
+
+def collate_packs(
+    packs: Sequence[PackedTextSample],
+    *,
+    pad_to: int | None = None,
+    pad_to_multiple_of: int | None = None,
+    pad_token_id: int = 0,
+) -> PackedTextBatch | PackedCaptioningBatch:
+    """Stack packs into a batch, padding rows at the end (see the module docstring).
+
+    Args:
+        packs: the packs (all text or all captioning).
+        pad_to: row length ``L`` (the pack size); default: the longest pack.
+        pad_to_multiple_of: round ``L`` up to a multiple of this (e.g. 128 for tensor cores).
+        pad_token_id: token id of the tail padding.
+    """
+    if len(packs) == 0:
+        raise ValueError("collate_packs got no packs; a batch needs at least one")
+    captioning = isinstance(packs[0], PackedCaptioningSample)
+    if any(isinstance(p, PackedCaptioningSample) != captioning for p in packs):
+        raise ValueError("collate_packs got text and captioning packs mixed in one batch")
+    length = _row_length(packs, pad_to, pad_to_multiple_of)
+    meta = document_metadata(
+        [p.doc_lengths for p in packs],
+        length=length,
+        doc_lengths_padded=[p.doc_lengths_padded for p in packs],
+    )
+    batch = len(packs)
+    tokens = torch.full((batch, length), pad_token_id, dtype=torch.int64)
+    labels = torch.full((batch, length), IGNORE_INDEX, dtype=torch.int64)
+    for r, p in enumerate(packs):
+        tokens[r, : p.length] = p.tokens
+        labels[r, : p.length] = p.labels
+    sources = [s for p in packs for s in (p.__sources__ or ())]
+    fields: dict[str, Any] = {
+        "__key__": [p.__key__ for p in packs],
+        "__restore_key__": (),
+        "__subflavors__": [p.__subflavors__ for p in packs],
+        "__sources__": tuple(sources) if sources else None,
+        "tokens": tokens,
+        "labels": labels,
+        "position_ids": meta.position_ids,
+        "segment_ids": meta.segment_ids,
+        "document_borders": meta.document_borders,
+        "seq_idx": meta.seq_idx,
+        "cu_seqlens": meta.cu_seqlens,
+        "cu_seqlens_padded": meta.cu_seqlens_padded,
+        "max_seqlen": meta.max_seqlen,
+        "max_seqlen_padded": meta.max_seqlen_padded,
+        "doc_lengths": [list(p.doc_lengths) for p in packs],
+        "doc_lengths_padded": [list(p.doc_lengths_padded) for p in packs],
+        "sample_keys": [list(p.sample_keys) for p in packs],
+    }
+    if not captioning:
+        return PackedTextBatch(**fields)
+    caps: Sequence[PackedCaptioningSample] = packs  # type: ignore[assignment]
+    spans = torch.cat([p.image_spans.view(-1, 2) + r * length for r, p in enumerate(caps)])
+    mrope = None
+    if all(p.mrope_position_ids is not None for p in caps):
+        mrope = torch.empty(3, batch, length, dtype=torch.int64)
+        for r, p in enumerate(caps):
+            assert p.mrope_position_ids is not None
+            n = p.length
+            mrope[:, r, :n] = p.mrope_position_ids
+            # padding continues the count after the row's largest position
+            mrope[:, r, n:] = p.mrope_position_ids.max() + 1 + torch.arange(length - n)
+    return PackedCaptioningBatch(
+        **fields,
+        pixel_values=torch.cat([p.pixel_values for p in caps]),
+        image_grid_thw=torch.cat([p.image_grid_thw.view(-1, 3) for p in caps]),
+        image_spans=spans,
+        mrope_position_ids=mrope,
+    )

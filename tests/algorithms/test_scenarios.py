@@ -8,6 +8,9 @@ import pytest
 
 from energon_pack.algorithms import (
     ALGORITHMS,
+    DEFAULT_EFFORT,
+    SEARCH_EFFORT,
+    RepairEffort,
     fill_room,
     lower_bound,
     martello_toth_l2,
@@ -111,3 +114,65 @@ def test_fill_room_is_exact_subset_sum() -> None:
     assert fill_room([5, 4, 3], 7) == [1, 2]
     # Nothing fits.
     assert fill_room([9, 8], 7) == []
+
+
+def _reference_best_fit_decreasing(lengths: list[int], capacity: int, cap: int) -> list[list[int]]:
+    """Slow, obviously correct BFD: longest first (stable), into the open pack with the least
+    room that still fits; ties to the most recently filled pack (the fast version's rule)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    bins: list[list[int]] = []
+    rooms: list[int] = []
+    touched: list[int] = []  # when each pack last received a sample
+    for step, i in enumerate(order):
+        x = lengths[i]
+        fits = [b for b in range(len(bins)) if rooms[b] >= x and len(bins[b]) < cap]
+        if fits:
+            b = min(fits, key=lambda j: (rooms[j], -touched[j]))
+            bins[b].append(i)
+            rooms[b] -= x
+            touched[b] = step
+        else:
+            bins.append([i])
+            rooms.append(capacity - x)
+            touched.append(step)
+    return bins
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_grouped_best_fit_matches_one_by_one_reference(seed: int) -> None:
+    # The fast BFD places runs of equal lengths at once; it must give exactly the bins of
+    # placing them one by one. Few distinct lengths make long runs (the grouped path).
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 700))
+    values = rng.integers(1, 200, size=8)
+    lengths = rng.choice(values, size=n).tolist()
+    cap = int(rng.integers(2, 9)) if seed % 2 else n
+    expected = _reference_best_fit_decreasing(lengths, 200, cap)
+    got = pack_lengths(
+        lengths,
+        200,
+        algorithm="best_fit_decreasing",
+        max_samples_per_pack=None if cap == n else cap,
+    )
+    assert got == expected
+
+
+def test_grouped_best_fit_fills_new_packs_with_runs() -> None:
+    # Seven 3s, capacity 10: no pack has room, so each new pack takes 10 // 3 = 3 of them:
+    # [0, 1, 2], [3, 4, 5], [6].
+    assert pack_lengths([3] * 7, 10, algorithm="best_fit_decreasing") == [[0, 1, 2], [3, 4, 5], [6]]
+
+
+def test_repair_effort_validates() -> None:
+    with pytest.raises(ValueError, match="pool_bins"):
+        RepairEffort(pool_bins=1)
+    assert SEARCH_EFFORT.pool_bins > DEFAULT_EFFORT.pool_bins
+
+
+def test_search_never_worse_than_repair() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        lengths = rng.integers(1, 3000, size=1500)
+        repair = pack_lengths(lengths, 4096, algorithm="best_fit_decreasing_repair")
+        search = pack_lengths(lengths, 4096, algorithm="best_fit_decreasing_search")
+        assert len(search) <= len(repair)

@@ -11,6 +11,13 @@ This package must never import torch or megatron (a test enforces it), so that t
 ``simulate`` and any user tool can use the algorithms without the training stack.
 """
 
+from energon_pack.algorithms._balance import (
+    CostModel,
+    balance_packs,
+    balanced,
+    cost_spread,
+    slowest_rank_loss,
+)
 from energon_pack.algorithms._best_fit import best_fit_decreasing
 from energon_pack.algorithms._bounds import lower_bound, martello_toth_l2
 from energon_pack.algorithms._carry_over import CarryOver, CarryOverPlan, plan_carry_over
@@ -24,13 +31,31 @@ from energon_pack.algorithms._registry import (
     PackingAlgorithm,
     pack_lengths,
 )
-from energon_pack.algorithms._repair import best_fit_decreasing_repair, fill_room
+from energon_pack.algorithms._repair import (
+    DEFAULT_EFFORT,
+    SEARCH_EFFORT,
+    RepairEffort,
+    best_fit_decreasing_repair,
+    best_fit_decreasing_search,
+    fill_room,
+    repair_packs,
+)
 from energon_pack.algorithms._simulate import SimulationResult, simulate
 
 __all__ = [
     "ALGORITHMS",
+    "DEFAULT_EFFORT",
+    "SEARCH_EFFORT",
+    "RepairEffort",
+    "best_fit_decreasing_search",
+    "repair_packs",
     "DEFAULT_ALGORITHM",
     "CarryOver",
+    "CostModel",
+    "balance_packs",
+    "balanced",
+    "cost_spread",
+    "slowest_rank_loss",
     "CarryOverPlan",
     "OverlongPolicy",
     "SimulationResult",

@@ -21,11 +21,15 @@ from typing import Protocol
 
 import numpy as np
 
+from energon_pack.algorithms._balance import CostModel, balance_packs, balanced
 from energon_pack.algorithms._best_fit import best_fit_decreasing
 from energon_pack.algorithms._first_fit import first_fit, first_fit_decreasing
 from energon_pack.algorithms._next_fit import next_fit
 from energon_pack.algorithms._options import PackOptions, prepare_lengths
-from energon_pack.algorithms._repair import best_fit_decreasing_repair
+from energon_pack.algorithms._repair import (
+    best_fit_decreasing_repair,
+    best_fit_decreasing_search,
+)
 
 __all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "PackingAlgorithm", "pack_lengths"]
 
@@ -55,6 +59,8 @@ ALGORITHMS: dict[str, PackingAlgorithm] = {
     "first_fit_decreasing": first_fit_decreasing,
     "best_fit_decreasing": best_fit_decreasing,
     "best_fit_decreasing_repair": best_fit_decreasing_repair,
+    "best_fit_decreasing_search": best_fit_decreasing_search,
+    "balanced": balanced,
 }
 
 #: The algorithm ``pack_lengths`` uses when none is named: the fullest packs within the speed bar.
@@ -68,6 +74,7 @@ def pack_lengths(
     algorithm: str = DEFAULT_ALGORITHM,
     max_samples_per_pack: int | None = None,
     alignment: int = 1,
+    balance: CostModel | None = None,
 ) -> list[list[int]]:
     """Partition ``range(len(lengths))`` into packs of at most ``capacity`` tokens.
 
@@ -78,6 +85,9 @@ def pack_lengths(
         max_samples_per_pack: At most this many samples per pack (``None``: no cap).
         alignment: Round each length up to a multiple of this before packing (``2 * CP`` for
             context parallelism).
+        balance: If given, even out the packs' estimated costs under this cost model after the
+            algorithm ran (:func:`~energon_pack.algorithms.balance_packs`: same packs count,
+            same fill). ``algorithm="balanced"`` is the default algorithm with ``CostModel()``.
 
     Returns:
         Bins of indices into ``lengths``: every index exactly once, deterministic.
@@ -97,4 +107,9 @@ def pack_lengths(
     arr = prepare_lengths(lengths, capacity, alignment)
     if arr.size == 0:
         return []
-    return fn(arr, int(capacity), max_samples_per_pack)
+    bins = fn(arr, int(capacity), max_samples_per_pack)
+    if balance is not None:
+        bins = balance_packs(
+            bins, arr, int(capacity), cost=balance, max_samples_per_pack=max_samples_per_pack
+        )
+    return bins

@@ -5,35 +5,75 @@ Best-fit decreasing (BFD) usually ends one or two packs above the lower bound
 ``ceil(sum / C)``: its last packs hold the samples that no longer fitted anywhere, while the
 slack is scattered over the other packs in pieces too small to use. The repair pass:
 
-1. Takes the ``POOL_BINS`` least-filled packs and pools their samples.
+1. Pools the samples of the ``pool_bins`` least-filled packs, plus the ``flexible_bins`` packs
+   holding the most samples (short documents make exact fills possible).
 2. Re-packs the pool pack by pack: each new pack starts with the longest pooled sample and is
    topped up with the subset of the others whose sum fills the remaining room best (an exact
    subset-sum over a bitset: one Python int of ``room + 1`` bits, ``reach |= reach << x``).
-3. Keeps the result only if it uses fewer packs than the pool came from, and repeats (at most
-   ``MAX_ROUNDS`` times) while above the lower bound.
+3. Keeps the result only if it uses fewer packs than the pool came from (it gives up as soon
+   as the packs made so far plus ``ceil(rest / C)`` reach the pool's count), and repeats (at most
+   ``rounds`` times) while above the lower bound ``max(L1, L2)`` (Martello-Toth).
 
 Worked example, capacity 10, lengths ``[4, 4, 3, 3, 3, 3]`` (sum 20, bound 2). BFD places
 ``4, 4`` together (room 2: no 3 fits), then ``3, 3, 3`` (room 1), then ``3`` alone: 3 packs.
 The pool re-pack starts a pack with ``4``, fills room 6 exactly with ``3 + 3``, then the next
 with ``4`` and ``3 + 3``: ``{4, 3, 3}, {4, 3, 3}``, 2 packs, the bound.
 
-The extra work is bounded (``POOL_BINS`` packs of a few samples each, ``MAX_ROUNDS`` rounds)
-whatever the number of lengths, so the cost stays that of BFD plus a few milliseconds. Every
-pack stays within capacity and ``max_samples_per_pack``; the result is deterministic.
+The extra work is bounded by :class:`RepairEffort` whatever the number of lengths (and skipped
+when BFD already meets the bound): ``best_fit_decreasing_repair`` (the default) uses 64 + 16
+packs and 2 rounds, a few milliseconds; ``best_fit_decreasing_search`` uses 160 + 40 packs and
+6 rounds, for the fullest packs with buffers of thousands of samples (about 10-15 ms per
+2048-sample buffer). Every pack stays within capacity and ``max_samples_per_pack``; the result
+is deterministic.
 """
 
 from __future__ import annotations
 
+import bisect
+from dataclasses import dataclass
+
 import numpy as np
 
-from energon_pack.algorithms._best_fit import best_fit_sorted
+from energon_pack.algorithms._best_fit import best_fit_groups, sorted_groups
+from energon_pack.algorithms._bounds import martello_toth_l2
 
-__all__ = ["best_fit_decreasing_repair", "fill_room"]
+__all__ = [
+    "DEFAULT_EFFORT",
+    "SEARCH_EFFORT",
+    "RepairEffort",
+    "best_fit_decreasing_repair",
+    "best_fit_decreasing_search",
+    "fill_room",
+    "repair_packs",
+]
 
-#: How many of the least-filled packs are pooled and re-packed per round.
-POOL_BINS = 64
-#: At most this many re-pack rounds per call.
-MAX_ROUNDS = 2
+
+@dataclass(frozen=True, kw_only=True)
+class RepairEffort:
+    """How hard the repair pass tries (deterministic work bounds, not a time limit).
+
+    Attributes:
+        pool_bins: Least-filled packs pooled and re-packed per round.
+        flexible_bins: Packs with the most samples added to the pool (short documents).
+        rounds: At most this many re-pack rounds.
+    """
+
+    pool_bins: int = 64
+    flexible_bins: int = 16
+    rounds: int = 2
+
+    def __post_init__(self) -> None:
+        if self.pool_bins < 2 or self.flexible_bins < 0 or self.rounds < 0:
+            raise ValueError(
+                f"RepairEffort(pool_bins={self.pool_bins}, flexible_bins={self.flexible_bins}, "
+                f"rounds={self.rounds}): need pool_bins >= 2, flexible_bins >= 0, rounds >= 0."
+            )
+
+
+#: The default algorithm's effort: a few milliseconds.
+DEFAULT_EFFORT = RepairEffort(pool_bins=64, flexible_bins=16, rounds=2)
+#: ``best_fit_decreasing_search``: fuller packs for buffers of thousands of samples.
+SEARCH_EFFORT = RepairEffort(pool_bins=160, flexible_bins=40, rounds=6)
 
 
 def fill_room(values: list[int], room: int) -> list[int]:
@@ -66,41 +106,115 @@ def fill_room(values: list[int], room: int) -> list[int]:
     return chosen
 
 
-def _repack_pool(pool: list[tuple[int, int]], capacity: int, cap_count: int) -> list[list[int]]:
-    """Re-pack ``(length, index)`` pairs: longest first, each pack topped up exactly."""
+def _repack_pool(
+    pool: list[tuple[int, int]], capacity: int, cap_count: int, limit: int | None = None
+) -> list[list[int]] | None:
+    """Re-pack ``(length, index)`` pairs: longest first, each pack topped up exactly.
+
+    Returns ``None`` as soon as the result cannot fit in ``limit`` packs (when given).
+    """
     pool = sorted(pool, key=lambda item: (-item[0], item[1]))
+    vals = [x for x, _ in pool]
+    idxs = [i for _, i in pool]
+    neg = [-x for x in vals]  # ascending, for bisect
+    left = sum(vals)
     bins: list[list[int]] = []
-    while pool:
-        first_len, first_idx = pool[0]
-        rest = pool[1:]
-        chosen: list[int] = []
-        if cap_count > 1:
-            chosen = fill_room([x for x, _ in rest], capacity - first_len)[: cap_count - 1]
-        taken = set(chosen)
-        bins.append([first_idx] + [rest[p][1] for p in chosen])
-        pool = [item for p, item in enumerate(rest) if p not in taken]
+    while vals:
+        if limit is not None and len(bins) + -(-left // capacity) > limit:
+            return None
+        first_len = vals.pop(0)
+        left -= first_len
+        neg.pop(0)
+        members = [idxs.pop(0)]
+        room = capacity - first_len
+        if cap_count > 1 and room > 0 and vals:
+            k = bisect.bisect_left(neg, -room)  # first sample that fits the room
+            chosen = fill_room(vals[k:], room)[: cap_count - 1]
+            for p in reversed(chosen):
+                left -= vals[k + p]
+                members.append(idxs.pop(k + p))
+                del vals[k + p], neg[k + p]
+            members[1:] = members[:0:-1]
+        bins.append(members)
     return bins
+
+
+def _pick_pool(bins: list[list[int]], rooms: list[int], effort: RepairEffort) -> list[int]:
+    """The least-filled packs, then the packs with the most samples (no pack twice)."""
+    by_room = np.argsort(-np.asarray(rooms), kind="stable")
+    pool = by_room[: effort.pool_bins].tolist()
+    if effort.flexible_bins and len(bins) > len(pool):
+        taken = set(pool)
+        counts = np.fromiter((len(b) for b in bins), dtype=np.int64, count=len(bins))
+        extra = [j for j in np.argsort(-counts, kind="stable").tolist() if j not in taken]
+        pool += extra[: effort.flexible_bins]
+    return pool
+
+
+def repair_packs(
+    bins: list[list[int]],
+    rooms: list[int],
+    lengths: np.ndarray,
+    capacity: int,
+    max_samples_per_pack: int | None = None,
+    effort: RepairEffort = DEFAULT_EFFORT,
+) -> list[list[int]]:
+    """Re-pack pools of packs while that saves packs (see the module docstring).
+
+    ``rooms[j]`` is ``capacity`` minus the tokens of ``bins[j]``. Returns a packing of the same
+    samples with at most as many packs.
+    """
+    return _repair_rounds(bins, rooms, lengths, capacity, max_samples_per_pack, effort)[0]
+
+
+def _repair_rounds(
+    bins: list[list[int]],
+    rooms: list[int],
+    lengths: np.ndarray,
+    capacity: int,
+    max_samples_per_pack: int | None,
+    effort: RepairEffort,
+) -> tuple[list[list[int]], list[int]]:
+    bound = -(-int(lengths.sum()) // capacity)
+    if len(bins) <= bound:
+        return bins, rooms
+    bound = max(bound, martello_toth_l2(lengths, capacity))
+    cap_count = max_samples_per_pack or int(lengths.size)
+    lens = lengths.tolist()
+    for _ in range(effort.rounds):
+        if len(bins) <= bound:
+            break
+        tail = _pick_pool(bins, rooms, effort)
+        pool = [(lens[i], i) for b in tail for i in bins[b]]
+        repacked = _repack_pool(pool, capacity, cap_count, len(tail) - 1)
+        if repacked is None:
+            break
+        tail_set = set(tail)
+        keep = [j for j in range(len(bins)) if j not in tail_set]
+        bins = [bins[j] for j in keep] + repacked
+        rooms = [rooms[j] for j in keep] + [capacity - sum(lens[i] for i in b) for b in repacked]
+    return bins, rooms
 
 
 def best_fit_decreasing_repair(
     lengths: np.ndarray, capacity: int, max_samples_per_pack: int | None = None
 ) -> list[list[int]]:
-    """Best-fit decreasing, then re-pack the least-filled packs (see the module docstring)."""
-    order = np.argsort(-lengths, kind="stable")
-    bins = best_fit_sorted(order.tolist(), lengths[order].tolist(), capacity, max_samples_per_pack)
-    bound = -(-int(lengths.sum()) // capacity)
-    cap_count = max_samples_per_pack or int(lengths.size)
-    for _ in range(MAX_ROUNDS):
-        if len(bins) <= bound:
-            break
-        sizes = np.fromiter((len(b) for b in bins), dtype=np.int64, count=len(bins))
-        flat = np.fromiter((i for b in bins for i in b), dtype=np.int64, count=int(sizes.sum()))
-        loads = np.add.reduceat(lengths[flat], np.concatenate(([0], np.cumsum(sizes)[:-1])))
-        tail = np.argsort(loads, kind="stable")[:POOL_BINS].tolist()
-        pool = [(int(lengths[i]), i) for b in tail for i in bins[b]]
-        repacked = _repack_pool(pool, capacity, cap_count)
-        if len(repacked) >= len(tail):
-            break
-        tail_set = set(tail)
-        bins = [b for j, b in enumerate(bins) if j not in tail_set] + repacked
+    """Best-fit decreasing, then :func:`repair_packs` with :data:`DEFAULT_EFFORT`."""
+    if lengths.size == 0:
+        return []
+    order, values, starts = sorted_groups(lengths)
+    bins, rooms = best_fit_groups(order, values, starts, capacity, max_samples_per_pack)
+    return repair_packs(bins, rooms, lengths, capacity, max_samples_per_pack, DEFAULT_EFFORT)
+
+
+def best_fit_decreasing_search(
+    lengths: np.ndarray, capacity: int, max_samples_per_pack: int | None = None
+) -> list[list[int]]:
+    """The default repair, then more rounds with :data:`SEARCH_EFFORT` (never more packs)."""
+    if lengths.size == 0:
+        return []
+    order, values, starts = sorted_groups(lengths)
+    bins, rooms = best_fit_groups(order, values, starts, capacity, max_samples_per_pack)
+    for effort in (DEFAULT_EFFORT, SEARCH_EFFORT):
+        bins, rooms = _repair_rounds(bins, rooms, lengths, capacity, max_samples_per_pack, effort)
     return bins

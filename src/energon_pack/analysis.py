@@ -1,0 +1,313 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What packing will do to a real dataset, measured through the real loader (``analyze``).
+
+:func:`analyze_dataset` streams one epoch of an energon dataset (``repeat=False``, no shuffle,
+``num_workers=0``) through :class:`~energon_pack.task_encoders.LLMPackingTaskEncoder` with the
+given pack size, buffer, algorithm, over-long policy and carry-over, and records
+
+* every document's token length in read order (measured by the encoder, never estimated),
+* every pack the loader emitted (fill, documents),
+
+then replays the lengths through :func:`energon_pack.algorithms.simulate` (the same buffer
+model, so its fill must agree with the loader's) and sweeps buffer sizes 16, 32, ..., 4096 to
+recommend the smallest one that reaches the target fill (99%, or the best any buffer can reach
+when the dataset is too small for 99%: 3 documents of 100 tokens in packs of 512 fill at most
+300 / 512 = 58.6%).
+
+Worked example: lengths ``[300, 300, 200, 200]``, pack 512, buffer 4, first-fit-decreasing
+-> packs ``[300, 200] [300, 200]``, fill 1000 / 1024 = 97.7%; with buffer 1 every document is
+alone: 4 packs, fill 1000 / 2048 = 48.8%.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from energon_pack.algorithms import DEFAULT_ALGORITHM, CarryOver, OverlongPolicy, simulate
+from energon_pack.task_encoders import LLMPackingTaskEncoder
+
+__all__ = [
+    "BUFFER_CANDIDATES",
+    "AnalysisResult",
+    "analyze_dataset",
+    "plot_analysis",
+    "recommend_buffer_size",
+]
+
+#: Buffer sizes tried by :func:`recommend_buffer_size`.
+BUFFER_CANDIDATES: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+
+class _MeasuringEncoder(LLMPackingTaskEncoder):
+    """Records each document's token length in read order; skips samples past ``limit``."""
+
+    def __init__(self, tokenizer: Any, *, limit: int | None, **packing: Any) -> None:
+        super().__init__(tokenizer, **packing)
+        self.limit = limit
+        self.seen = 0
+        self.lengths: list[int] = []
+
+    def encode_document(self, sample: Any) -> Any:
+        from megatron.energon import SkipSample
+
+        if self.limit is not None and self.seen >= self.limit:
+            raise SkipSample()
+        self.seen += 1
+        doc = super().encode_document(sample)
+        if len(doc.tokens):
+            self.lengths.append(len(doc.tokens))
+        return doc
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalysisResult:
+    """What the loader did to one epoch, and what the simulation predicts (``fill`` = real
+    tokens / pack slots)."""
+
+    dataset: str
+    pack_size: int
+    buffer_size: int
+    algorithm: str
+    overlong: str
+    carry_over: bool
+    samples_in: int  #: non-empty documents read (before the over-long policy)
+    samples_out: int  #: documents in packs (after split / drop)
+    empty: int  #: samples that encoded to zero tokens (dropped)
+    packs: int
+    tokens: int  #: real tokens in packs
+    fill: float
+    documents_per_pack: float
+    truncated: int
+    split: int
+    dropped_overlong: int
+    simulated_fill: float  #: ``simulate`` on the same lengths, same settings
+    bound_fill: float  #: fill of ceil(tokens / pack_size) packs: no buffer does better
+    target_fill: float
+    recommended_buffer_size: int | None  #: smallest candidate reaching ``target_fill``
+    buffer_sweep: dict[int, float]  #: candidate buffer size -> simulated fill
+    carry_over_fill: float | None  #: simulated fill with carry-over when it was off
+    lengths: list[int] = field(repr=False)
+    pack_fills: list[float] = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (without the per-document lengths and per-pack fills)."""
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out.pop("lengths")
+        out.pop("pack_fills")
+        out["buffer_sweep"] = {str(k): v for k, v in self.buffer_sweep.items()}
+        return out
+
+    def lines(self) -> list[str]:
+        """A human-readable report."""
+        rec = (
+            f"{self.recommended_buffer_size} (simulated fill "
+            f"{self.buffer_sweep[self.recommended_buffer_size]:.2%} >= {self.target_fill:.2%})"
+            if self.recommended_buffer_size is not None
+            else f"none of {list(self.buffer_sweep)} reaches {self.target_fill:.2%}"
+        )
+        rows = [
+            ("dataset", self.dataset),
+            (
+                "settings",
+                f"pack {self.pack_size}, buffer {self.buffer_size}, {self.algorithm}, "
+                f"overlong={self.overlong}, carry_over={'on' if self.carry_over else 'off'}",
+            ),
+            (
+                "fill",
+                f"{self.fill:.2%}   (simulate {self.simulated_fill:.2%}, "
+                f"bound {self.bound_fill:.2%})",
+            ),
+            ("packs", f"{self.packs}   ({self.tokens:,} tokens)"),
+            (
+                "documents",
+                f"{self.samples_in} in -> {self.samples_out} in packs ({self.empty} empty dropped)",
+            ),
+            ("documents/pack", f"{self.documents_per_pack:.2f}"),
+            (
+                "over-long",
+                f"truncated {self.truncated}, split {self.split}, dropped {self.dropped_overlong}",
+            ),
+            ("lengths", _length_summary(self.lengths, self.pack_size)),
+            ("recommended buffer", rec),
+        ]
+        if self.carry_over_fill is not None:
+            rows.append(("with --carry-over", f"{self.carry_over_fill:.2%} at this buffer"))
+        return [f"{name:<19} {value}" for name, value in rows]
+
+
+def _length_summary(lengths: Sequence[int], pack_size: int) -> str:
+    if not lengths:
+        return "-"
+    ordered = sorted(lengths)
+    median = ordered[len(ordered) // 2]
+    over = sum(n > pack_size for n in ordered)
+    return f"min {ordered[0]}, median {median}, max {ordered[-1]}, {over} longer than the pack"
+
+
+def recommend_buffer_size(
+    lengths: Sequence[int],
+    pack_size: int,
+    *,
+    target_fill: float = 0.99,
+    candidates: Sequence[int] = BUFFER_CANDIDATES,
+    **simulate_options: Any,
+) -> tuple[int | None, dict[int, float]]:
+    """Smallest candidate buffer whose simulated fill reaches ``target_fill``, and the sweep.
+
+    Stops at the first hit and at the first candidate holding every length (larger ones
+    behave the same).
+    """
+    sweep: dict[int, float] = {}
+    for buffer in candidates:
+        sweep[buffer] = simulate(lengths, pack_size, buffer, **simulate_options).fill
+        if sweep[buffer] >= target_fill - 1e-12:
+            return buffer, sweep
+        if buffer >= len(lengths):
+            break
+    return None, sweep
+
+
+def analyze_dataset(
+    dataset: Path | str,
+    tokenizer: Any,
+    *,
+    pack_size: int,
+    buffer_size: int,
+    algorithm: str = DEFAULT_ALGORITHM,
+    overlong: OverlongPolicy | str = OverlongPolicy.SPLIT,
+    carry_over: CarryOver | None = None,
+    limit: int | None = None,
+    target_fill: float = 0.99,
+    progress: bool = False,
+) -> AnalysisResult:
+    """Stream one epoch of ``dataset`` through the LLM packing encoder (see module docstring).
+
+    Args:
+        dataset: An energon dataset (webdataset dir, or a prepared ``.jsonl`` with ``text``).
+        tokenizer: A transformers tokenizer or a local tokenizer directory.
+        pack_size, buffer_size, algorithm, overlong, carry_over: As in the encoder / loader.
+        limit: Read only the first ``limit`` samples (the rest are skipped unread).
+        target_fill: Fill the recommended buffer must reach (capped at the bound).
+        progress: Show a tqdm bar over packs on stderr.
+    """
+    from tqdm import tqdm
+
+    from energon_pack.testing.datasets import make_loader
+
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit={limit} must be >= 1 (or None for the whole dataset).")
+    overlong = OverlongPolicy(overlong)
+    encoder = _MeasuringEncoder(
+        tokenizer,
+        limit=limit,
+        pack_size=pack_size,
+        algorithm=algorithm,
+        overlong=overlong,
+        carry_over=carry_over,
+        log_every=0,
+    )
+    loader = make_loader(Path(dataset), encoder, packing_buffer_size=buffer_size, repeat=False)
+    pack_fills: list[float] = []
+    tokens = documents = 0
+    # energon asks torch for pinned memory; on a CPU-only machine torch warns about it.
+    warnings.filterwarnings("ignore", message=".*pin_memory.*", category=UserWarning)
+    bar = tqdm(
+        iter(loader),
+        desc="packing",
+        unit="pack",
+        disable=not progress,
+        file=sys.stderr,
+        mininterval=0.5,
+    )
+    for pack in bar:
+        n = int(sum(pack.doc_lengths))
+        tokens += n
+        documents += len(pack.doc_lengths)
+        pack_fills.append(n / pack_size)
+    packs = len(pack_fills)
+    lengths = list(encoder.lengths)
+    options: dict[str, Any] = {"algorithm": algorithm, "overlong": overlong}
+    sim = (
+        simulate(lengths, pack_size, buffer_size, carry_over=carry_over, **options)
+        if lengths
+        else None
+    )
+    bound = tokens / (math.ceil(tokens / pack_size) * pack_size) if tokens else 0.0
+    target = min(target_fill, bound)
+    recommended, sweep = (
+        recommend_buffer_size(
+            lengths, pack_size, target_fill=target, carry_over=carry_over, **options
+        )
+        if lengths
+        else (None, {})
+    )
+    carry_fill = None
+    if carry_over is None and lengths:
+        carry_fill = simulate(
+            lengths, pack_size, buffer_size, carry_over=CarryOver(), **options
+        ).fill
+    stats = encoder.stats
+    return AnalysisResult(
+        dataset=str(dataset),
+        pack_size=pack_size,
+        buffer_size=buffer_size,
+        algorithm=algorithm,
+        overlong=overlong.value,
+        carry_over=carry_over is not None,
+        samples_in=len(lengths),
+        samples_out=documents,
+        empty=stats.dropped_empty,
+        packs=packs,
+        tokens=tokens,
+        fill=tokens / (packs * pack_size) if packs else 0.0,
+        documents_per_pack=documents / packs if packs else 0.0,
+        truncated=stats.truncated,
+        split=stats.split,
+        dropped_overlong=stats.dropped_overlong,
+        simulated_fill=sim.fill if sim is not None else 0.0,
+        bound_fill=bound,
+        target_fill=target,
+        recommended_buffer_size=recommended,
+        buffer_sweep=sweep,
+        carry_over_fill=carry_fill,
+        lengths=lengths,
+        pack_fills=pack_fills,
+    )
+
+
+def plot_analysis(result: AnalysisResult, path: Path | str) -> Path:
+    """Write a PNG: document length histogram (pack size marked) and the per-pack fill
+    distribution. Needs matplotlib (``pip install energon-pack[plot]``)."""
+    try:
+        import matplotlib
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("--plot needs matplotlib: pip install 'energon-pack[plot]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_len, ax_fill) = plt.subplots(1, 2, figsize=(11, 4))
+    ax_len.hist(result.lengths, bins=50, color="#4c72b0")
+    ax_len.axvline(result.pack_size, color="#c44e52", linestyle="--", label="pack size")
+    ax_len.set_xlabel("document length (tokens)")
+    ax_len.set_ylabel("documents")
+    ax_len.set_title(f"{result.samples_in} documents, pack size {result.pack_size}", fontsize=10)
+    ax_len.legend()
+    ax_fill.hist([100 * f for f in result.pack_fills], bins=50, range=(0, 100), color="#55a868")
+    ax_fill.set_xlabel("pack fill (%)")
+    ax_fill.set_ylabel("packs")
+    ax_fill.set_title(
+        f"{result.packs} packs, fill {result.fill:.2%}\n(buffer {result.buffer_size}, "
+        f"{result.algorithm})",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

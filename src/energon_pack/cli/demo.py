@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``energon-pack demo``: build a real-text dataset, pack it, train a tiny model, resume, report.
+
+Runs offline on a CPU in about a minute (see :mod:`energon_pack.demo` for the steps)::
+
+    $ energon-pack demo --steps 40
+    ...
+    energon-pack demo: 2000 standard-library documents (...), pack size 512, buffer 64, ...
+      fill            98.9% packed vs 35.0% naive padding (one document per row): 2.8x fewer rows
+      ...
+      resume          PASS: 20 batches after the saved state identical (keys and tokens)
+
+Exit code 1 when the resume check fails.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import click
+
+
+@click.command(name="demo")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the tokenizer, dataset and loader state here (default: a temp dir, removed).",
+)
+@click.option("--steps", type=click.IntRange(min=2), default=40, show_default=True)
+@click.option("--pack-size", type=click.IntRange(min=16), default=512, show_default=True)
+@click.option("--buffer-size", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--documents", type=click.IntRange(min=1), default=2000, show_default=True)
+@click.option("--no-progress", is_flag=True, help="Hide the progress bars.")
+def command(
+    out: Path | None,
+    steps: int,
+    pack_size: int,
+    buffer_size: int,
+    batch_size: int,
+    documents: int,
+    no_progress: bool,
+) -> None:
+    """Pack standard-library text, train a tiny LM on CPU, check save/resume, print a report."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from energon_pack.demo import DemoConfig, run_demo
+
+    start = time.perf_counter()
+    try:
+        config = DemoConfig(
+            out=out,
+            steps=steps,
+            pack_size=pack_size,
+            buffer_size=buffer_size,
+            batch_size=batch_size,
+            documents=documents,
+            progress=not no_progress,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    report = run_demo(config, echo=lambda line: click.echo(line, err=True))
+    click.echo("")
+    for line in report.lines():
+        click.echo(line)
+    click.echo(f"  wall time       {time.perf_counter() - start:.1f} s")
+    if not report.passed:
+        raise SystemExit(1)

@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``PackingTaskEncoder``: the generic energon task encoder that packs; subclass it per task.
+
+A task needs one method, :meth:`PackingTaskEncoder.encode_document` (one sample in, one
+:class:`~energon_pack.samples.EncodedSample` or an iterable of them out). The base class owns
+the rest of energon's packing hooks and follows the rules packing needs on energon 7.4.1:
+
+1. ``encode_sample`` (a seeded, stateless generator): calls ``encode_document``, drops empty
+   documents (counted) and applies the over-long policy, so lengths are measured here, once.
+2. ``select_samples_to_pack``: measures ``len(tokens)`` and calls
+   :func:`energon_pack.algorithms.pack_lengths` with the configured algorithm. It only partitions:
+   the same objects come back, each exactly once, deterministically (no randomness).
+3. ``pack_selected_samples`` (stateless): :func:`energon_pack.samples.pack_documents`, then
+   :meth:`finalize_pack` (a hook for task-specific fields). Sets ``__key__`` (member keys joined
+   by ``","``), ``__subflavors__``, ``__sources__`` and ``sample_keys``; energon sets the restore key.
+4. ``batch`` (stateless): :func:`energon_pack.samples.collate_packs`, rows padded to ``pack_size``.
+
+Worked example, ``pack_size=8``, buffer of documents ``a:5 b:3 c:6 d:2`` and the
+``first_fit_decreasing`` algorithm: bins ``[[c, d], [a, b]]`` -> packs ``"c,d"`` and ``"a,b"``,
+both 8/8 full. Use it with energon::
+
+    get_train_dataset(path, task_encoder=MyEncoder(pack_size=4096), packing_buffer_size=256, ...)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from megatron.energon import TaskEncoder, stateless
+
+from energon_pack.algorithms import (
+    ALGORITHMS,
+    DEFAULT_ALGORITHM,
+    CarryOver,
+    OverlongPolicy,
+    pack_lengths,
+)
+from energon_pack.samples import EncodedSample, PackedTextSample, collate_packs, pack_documents
+from energon_pack.task_encoders.overlong import apply_overlong_policy
+from energon_pack.task_encoders.stateless import SeedSource, seeded_stateless
+from energon_pack.task_encoders.stats import PackingStats, logger
+
+__all__ = ["PackingConfig", "PackingTaskEncoder"]
+
+T_sample = TypeVar("T_sample")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackingConfig:
+    """How documents are packed; validated at construction.
+
+    Attributes:
+        pack_size: Tokens per pack (every document is at most this long after the policy).
+        algorithm: A key of :data:`energon_pack.algorithms.ALGORITHMS`.
+        max_samples_per_pack: At most this many documents per pack (``None``: no cap).
+        alignment: Pad each document to a multiple of this (``2 * CP`` for context parallelism);
+            ``pack_size`` must be a multiple of it.
+        overlong: What to do with a document longer than ``pack_size`` (an
+            :class:`~energon_pack.algorithms.OverlongPolicy` or its string value).
+        pad_token_id: Token id used to pad documents (alignment) and batch rows.
+        log_every: Log a stats summary every this many packs per process (0: never).
+        carry_over: Put under-filled groups back into the reading buffer instead of emitting
+            them (:mod:`energon_pack.task_encoders.carry_over`); ``None``: stock energon packing.
+    """
+
+    pack_size: int
+    algorithm: str = DEFAULT_ALGORITHM
+    max_samples_per_pack: int | None = None
+    alignment: int = 1
+    overlong: OverlongPolicy = OverlongPolicy.TRUNCATE
+    pad_token_id: int = 0
+    log_every: int = 1000
+    carry_over: CarryOver | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pack_size, int) or self.pack_size < 1:
+            raise ValueError(f"pack_size={self.pack_size!r} must be a positive int (tokens).")
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(
+                f"algorithm={self.algorithm!r} is not registered; choose one of "
+                f"{sorted(ALGORITHMS)}."
+            )
+        if self.max_samples_per_pack is not None and self.max_samples_per_pack < 1:
+            raise ValueError(f"max_samples_per_pack={self.max_samples_per_pack} must be >= 1.")
+        if self.alignment < 1 or self.pack_size % self.alignment:
+            raise ValueError(
+                f"alignment={self.alignment} must be >= 1 and divide pack_size={self.pack_size}."
+            )
+        try:
+            object.__setattr__(self, "overlong", OverlongPolicy(self.overlong))
+        except ValueError:
+            raise ValueError(
+                f"overlong={self.overlong!r}; choose one of {[p.value for p in OverlongPolicy]}."
+            ) from None
+        if self.log_every < 0:
+            raise ValueError(f"log_every={self.log_every} must be >= 0.")
+
+
+class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic[T_sample]):
+    """Generic packing task encoder; subclasses implement :meth:`encode_document`.
+
+    Args:
+        config: A :class:`PackingConfig`; or pass its fields as keyword arguments
+            (``PackingTaskEncoder(pack_size=4096, algorithm="first_fit_decreasing")``).
+
+    Attributes:
+        config: The packing configuration.
+        stats: :class:`~energon_pack.task_encoders.stats.PackingStats` of this process.
+    """
+
+    #: Forwarded to ``pack_documents``: build mRoPE positions (captioning only).
+    mrope: bool = False
+    #: Forwarded to ``pack_documents``: the vision tower's spatial merge size.
+    spatial_merge_size: int = 2
+
+    def __init__(self, config: PackingConfig | None = None, **config_fields: Any) -> None:
+        if config is None:
+            config = PackingConfig(**config_fields)
+        elif config_fields:
+            config = dataclasses.replace(config, **config_fields)
+        self.config = config
+        self.stats = PackingStats(log_every=config.log_every)
+
+    @property
+    def pack_size(self) -> int:
+        """Tokens per pack."""
+        return self.config.pack_size
+
+    # -- the one method a task implements --------------------------------------------------
+
+    def encode_document(self, sample: T_sample) -> EncodedSample | Iterable[EncodedSample]:
+        """Encode one source sample into one document (or several, e.g. one per turn).
+
+        Use ``EncodedSample.derive_from(sample, tokens=..., loss_mask=...)`` so that ``__key__``,
+        ``__restore_key__``, ``__subflavors__`` and ``__sources__`` carry over. Runs seeded (from
+        the worker seed and the sample's restore key): ``random``, NumPy and torch draws are
+        reproduced on resume and by ``restore_sample``. Raise to skip a bad sample
+        (energon's error handler logs it and goes on).
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement encode_document().")
+
+    # -- energon hooks -----------------------------------------------------------------------
+
+    @seeded_stateless(seed_from=SeedSource.RESTORE_KEY)
+    def encode_sample(self, sample: T_sample) -> Generator[EncodedSample, None, None]:
+        """Encode, drop empty documents, apply the over-long policy (yields 0..n documents).
+
+        Seeded from the input sample's restore key, not energon's sample index: energon 7.4.1
+        resumes an interrupted generator under the wrong index (see ``SeedSource``).
+        """
+        self.stats.samples += 1
+        result = self.encode_document(sample)
+        docs = [result] if isinstance(result, EncodedSample) else result
+        for doc in docs:
+            if len(doc.tokens) == 0:
+                self.stats.record_drop(doc.__key__, "encoded to zero tokens", empty=True)
+                continue
+            for piece in apply_overlong_policy(
+                doc, self.config.pack_size, self.config.overlong, self.stats
+            ):
+                self.stats.documents += 1
+                yield piece
+
+    def select_samples_to_pack(self, samples: list[EncodedSample]) -> list[list[EncodedSample]]:
+        """Partition the buffer with the configured algorithm (every sample exactly once)."""
+        bins = pack_lengths(
+            [len(s.tokens) for s in samples],
+            self.config.pack_size,
+            algorithm=self.config.algorithm,
+            max_samples_per_pack=self.config.max_samples_per_pack,
+            alignment=self.config.alignment,
+        )
+        return [[samples[i] for i in b] for b in bins]
+
+    @stateless
+    def pack_selected_samples(self, samples: list[EncodedSample]) -> PackedTextSample:
+        """Concatenate the selected documents into one pack (see ``pack_documents``)."""
+        pack = pack_documents(
+            samples,
+            alignment=self.config.alignment,
+            pad_token_id=self.config.pad_token_id,
+            mrope=self.mrope,
+            spatial_merge_size=self.spatial_merge_size,
+        )
+        pack = self.finalize_pack(pack, samples)
+        self.stats.record_pack(doc_lengths=pack.doc_lengths, capacity=self.config.pack_size)
+        return pack
+
+    def finalize_pack(self, pack: PackedTextSample, samples: Sequence[EncodedSample]) -> Any:
+        """Hook: add task-specific fields to ``pack`` (default: return it unchanged).
+
+        Concatenate your documents' extra fields here and return a subclass of the pack type,
+        e.g. ``MyPack(**{f.name: getattr(pack, f.name) for f in fields(pack)}, extra=...)``.
+        Must be deterministic: it runs again on ``restore_sample``.
+        """
+        return pack
+
+    def packed_length(self, sample: EncodedSample) -> int:
+        """Pack slots a document occupies: its length rounded up to the alignment."""
+        alignment = self.config.alignment
+        return -(-len(sample.tokens) // alignment) * alignment
+
+    def build_batch(
+        self,
+        dataset: Any,
+        *,
+        batch_size: int | None,
+        batch_drop_last: bool = False,
+        packing_buffer_size: int | None = None,
+        worker_config: Any,
+    ) -> Any:
+        """energon's ``build_batch``, with the carry-over packing dataset when configured."""
+        if self.config.carry_over is not None and packing_buffer_size is not None:
+            from energon_pack.task_encoders.carry_over import build_packing_dataset
+
+            dataset = build_packing_dataset(
+                self,
+                dataset,
+                packing_buffer_size=packing_buffer_size,
+                worker_config=worker_config,
+                carry_over=self.config.carry_over,
+                pack_size=self.config.pack_size,
+                sample_length=self.packed_length,
+            )
+            packing_buffer_size = None
+        return super().build_batch(
+            dataset,
+            batch_size=batch_size,
+            batch_drop_last=batch_drop_last,
+            packing_buffer_size=packing_buffer_size,
+            worker_config=worker_config,
+        )
+
+    @stateless
+    def batch(self, samples: list[PackedTextSample]) -> Any:
+        """Collate packs into a batch with rows padded to ``pack_size``."""
+        return collate_packs(
+            samples, pad_to=self.config.pack_size, pad_token_id=self.config.pad_token_id
+        )
+
+    def log_stats(self) -> None:
+        """Log this process's stats summary now (INFO on ``energon_pack.stats``)."""
+        logger.info("energon_pack stats (%s): %s", type(self).__name__, self.stats.summary())

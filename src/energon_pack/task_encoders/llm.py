@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``LLMPackingTaskEncoder``: pretraining text (energon ``TextSample`` or JSONL) into packs.
+
+Each sample's text becomes one document ``[BOS] text [EOD]``; every token but BOS is a
+prediction target. With pack size 8, ``"the cat sat"`` -> ``[2, 6, 5, 9, 3]`` (BOS=2, EOD=3)
+and ``"a dog"`` -> ``[2, 7, 8, 3]`` do not fit together (5 + 4 > 8), so they land in two packs
+unless the buffer holds shorter documents to fill them. Over-long documents follow
+``overlong`` (``truncate`` by default; ``split`` keeps every token as consecutive documents).
+Text that tokenizes to nothing is dropped and counted in ``stats.dropped_empty`` (an empty
+document would teach nothing but ``BOS -> EOD``).
+
+A crude JSONL dataset (``energon prepare data.jsonl``) with a ``text`` field is cooked into
+``TextSample`` by :func:`cook_text`, registered in ``cookers``::
+
+    encoder = LLMPackingTaskEncoder("/path/to/tokenizer", pack_size=4096, overlong="split")
+    get_train_dataset("data.jsonl", task_encoder=encoder, packing_buffer_size=256, ...)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from megatron.energon import Cooker, TextSample, basic_sample_keys, stateless
+
+from energon_pack.samples import EncodedSample
+from energon_pack.task_encoders.base import PackingTaskEncoder
+from energon_pack.task_encoders.tokenization import DocumentTokenizer
+
+__all__ = ["LLMPackingTaskEncoder", "cook_text"]
+
+
+@stateless
+def cook_text(sample: dict) -> TextSample:
+    """Cook a crude JSONL sample ``{"text": ...}`` into a ``TextSample``."""
+    record = sample.get("json")
+    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+        raise ValueError(
+            f"JSONL sample {sample.get('__key__')!r} has no string field 'text' "
+            f"(got {sorted(record) if isinstance(record, dict) else type(record).__name__}); "
+            "write one JSON object per line with a 'text' field."
+        )
+    return TextSample(**basic_sample_keys(sample), text=record["text"])
+
+
+class LLMPackingTaskEncoder(PackingTaskEncoder[TextSample]):
+    """Packs tokenized text documents.
+
+    Args:
+        tokenizer: A transformers tokenizer or a local tokenizer directory.
+        add_bos: Start every document with BOS.
+        add_eos: End every document with EOD (``eod_token_id``, default the EOS token).
+        eod_token_id: End-of-document token if not EOS.
+        **packing: :class:`~energon_pack.task_encoders.base.PackingConfig` fields
+            (``pack_size`` required; ``pad_token_id`` defaults to the tokenizer's PAD).
+    """
+
+    cookers = (Cooker(cook_text),)
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        add_bos: bool = True,
+        add_eos: bool = True,
+        eod_token_id: int | None = None,
+        **packing: Any,
+    ) -> None:
+        self.tokenizer = DocumentTokenizer(
+            tokenizer, add_bos=add_bos, add_eos=add_eos, eod_token_id=eod_token_id
+        )
+        packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
+        super().__init__(**packing)
+
+    def encode_document(self, sample: TextSample) -> EncodedSample:
+        text = sample.text.decode() if isinstance(sample.text, bytes) else sample.text
+        body = self.tokenizer.encode_text(text)
+        ids = self.tokenizer.ids
+        if not body:
+            ids_list: list[int] = []
+        else:
+            ids_list = ([ids.bos] if ids.bos is not None else []) + body
+            ids_list += [ids.eod] if ids.eod is not None else []
+        tokens = torch.tensor(ids_list, dtype=torch.int64)
+        loss_mask = torch.ones(len(ids_list), dtype=torch.bool)
+        if ids.bos is not None and ids_list:
+            loss_mask[0] = False
+        return EncodedSample.derive_from(sample, tokens=tokens, loss_mask=loss_mask)

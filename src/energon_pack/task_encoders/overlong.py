@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Apply the over-long policy to one encoded document (in ``encode_sample``, never later).
+
+A document longer than the pack cannot be packed. :func:`apply_overlong_policy` turns one
+:class:`~energon_pack.samples.EncodedSample` into the list of documents that go into the packing
+buffer. With pack size 4 and a sample ``"k"`` of tokens ``[a b c d e f g h i]``:
+
+* ``TRUNCATE``: ``["k": a b c d]`` (5 tokens counted in ``stats.truncated_tokens``);
+* ``SPLIT``: ``["k#0": a b c d] ["k#1": e f g h] ["k#2": i]``, each its own document: the
+  position ids restart and ``d`` does not predict ``e``;
+* ``DROP``: ``[]`` (counted in ``stats.dropped_overlong`` and logged);
+* ``ERROR``: :class:`OverlongSampleError` naming ``"k"``, its length and the fix. Raised inside
+  ``encode_sample`` it goes to energon's error handler, which logs and skips the sample (and
+  raises ``FatalSampleError`` after too many in a row).
+
+Image tokens are never cut: a cut that would fall inside an image span moves back to the start
+of that span, and each piece carries exactly the images (pixel rows, grid, spans) inside it. An
+image longer than the pack is an :class:`OverlongSampleError` under every cutting policy.
+Split pieces are emitted from a generator ``encode_sample``, so energon's restore key of piece
+``i`` ends in ``(..., 'MapDataset', sample_index, i, ...)`` and ``restore_sample`` is exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+
+from energon_pack.algorithms import OverlongPolicy
+from energon_pack.task_encoders.stats import PackingStats
+
+__all__ = ["OverlongSampleError", "apply_overlong_policy", "slice_document"]
+
+
+class OverlongSampleError(ValueError):
+    """A sample is longer than the pack and the over-long policy does not allow cutting it."""
+
+
+def _spans(doc: Any) -> np.ndarray:
+    spans = getattr(doc, "image_spans", None)
+    if spans is None or len(spans) == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+
+
+def _safe_cut(spans: np.ndarray, start: int, cut: int) -> int:
+    """Move ``cut`` back so that it falls on no image span interior (``start < cut``)."""
+    for s, e in spans:
+        if s < cut < e:
+            cut = int(s)
+    return cut
+
+
+def slice_document(doc: Any, start: int, end: int, *, key: str) -> Any:
+    """The document made of ``doc.tokens[start:end]`` with its images, under ``__key__=key``.
+
+    ``[start, end)`` must not cut through an image span; images wholly inside are kept with their
+    pixel rows (``t*h*w`` rows each) and their spans shifted by ``-start``.
+    """
+    changes: dict[str, Any] = {
+        "__key__": key,
+        "tokens": doc.tokens[start:end],
+        "loss_mask": doc.loss_mask[start:end],
+    }
+    spans = _spans(doc)
+    if hasattr(doc, "image_spans") and len(spans) > 0:
+        grid = torch.as_tensor(doc.image_grid_thw).reshape(-1, 3)
+        rows = grid.prod(dim=1).tolist()
+        row_starts = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+        keep = [i for i, (s, e) in enumerate(spans) if s >= start and e <= end]
+        pix = [doc.pixel_values[row_starts[i] : row_starts[i + 1]] for i in keep]
+        patch_dim = doc.pixel_values.shape[-1]
+        changes["pixel_values"] = (
+            torch.cat(pix) if pix else doc.pixel_values.new_zeros((0, patch_dim))
+        )
+        changes["image_grid_thw"] = grid[keep] if keep else grid.new_zeros((0, 3))
+        changes["image_spans"] = torch.as_tensor(
+            spans[keep] - start if keep else np.zeros((0, 2), dtype=np.int64)
+        ).to(torch.int64)
+    return dataclasses.replace(doc, **changes)
+
+
+def _too_long_error(key: str, n: int, pack_size: int, policy: OverlongPolicy, why: str) -> str:
+    return (
+        f"sample {key!r} has {n} tokens > pack_size={pack_size} ({why}); "
+        f"over-long policy is {policy.value!r}: choose overlong='truncate', 'split' or 'drop', "
+        "or raise pack_size."
+    )
+
+
+def apply_overlong_policy(
+    doc: Any, pack_size: int, policy: OverlongPolicy | str, stats: PackingStats
+) -> list[Any]:
+    """The documents that ``doc`` becomes under ``policy`` (``[doc]`` when it fits)."""
+    policy = OverlongPolicy(policy)
+    n = len(doc.tokens)
+    key = doc.__key__
+    if n <= pack_size:
+        return [doc]
+    if policy is OverlongPolicy.ERROR:
+        raise OverlongSampleError(_too_long_error(key, n, pack_size, policy, "no cutting allowed"))
+    if policy is OverlongPolicy.DROP:
+        stats.record_drop(key, f"{n} tokens > pack_size={pack_size} (overlong='drop')")
+        return []
+    spans = _spans(doc)
+    if policy is OverlongPolicy.TRUNCATE:
+        cut = _safe_cut(spans, 0, pack_size)
+        if cut <= 0:
+            raise OverlongSampleError(
+                _too_long_error(key, n, pack_size, policy, "its first image alone is too long")
+            )
+        stats.truncated += 1
+        stats.truncated_tokens += n - cut
+        return [slice_document(doc, 0, cut, key=key)]
+    # SPLIT
+    pieces: list[Any] = []
+    start = 0
+    while start < n:
+        end = _safe_cut(spans, start, min(start + pack_size, n))
+        if end <= start:
+            raise OverlongSampleError(
+                _too_long_error(key, n, pack_size, policy, f"an image at token {start} is longer")
+            )
+        pieces.append(slice_document(doc, start, end, key=f"{key}#{len(pieces)}"))
+        start = end
+    stats.split += 1
+    stats.split_pieces += len(pieces)
+    return pieces

@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``SFTPackingTaskEncoder``: prompt/response pairs into packs, loss on the response only.
+
+With a chat template (the tokenizer's ``chat_template``) the document is the rendered
+conversation; the prompt part is what ``apply_chat_template(user turn,
+add_generation_prompt=True)`` renders, and it must be a token prefix of the full conversation::
+
+    <|user|> what is packing <|assistant|> filling sequences </s>
+       F      F    F     F        F          T        T       T      (loss_mask)
+
+Without a template: ``[BOS] prompt response [EOD]`` with loss on ``response [EOD]``. Truncation
+(``overlong="truncate"``, the default) cuts the end, so the response is shortened first.
+
+Input samples are :class:`PromptResponseSample`; a crude JSONL dataset with ``prompt`` and
+``response`` fields (and an optional ``system``) is cooked by :func:`cook_prompt_response`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from megatron.energon import Cooker, Sample, basic_sample_keys, edataclass, stateless
+
+from energon_pack.samples import EncodedSample
+from energon_pack.task_encoders.base import PackingTaskEncoder
+from energon_pack.task_encoders.tokenization import DocumentTokenizer
+
+__all__ = ["PromptResponseSample", "SFTPackingTaskEncoder", "cook_prompt_response"]
+
+
+@edataclass
+class PromptResponseSample(Sample):
+    """One supervised fine-tuning example."""
+
+    #: The user's prompt.
+    prompt: str
+    #: The answer the model is trained to produce.
+    response: str
+    #: Optional system message (chat template only).
+    system: str | None = None
+
+
+@stateless
+def cook_prompt_response(sample: dict) -> PromptResponseSample:
+    """Cook a crude JSONL sample ``{"prompt": ..., "response": ...}``."""
+    record = sample.get("json")
+    if not isinstance(record, dict) or not all(
+        isinstance(record.get(k), str) for k in ("prompt", "response")
+    ):
+        raise ValueError(
+            f"JSONL sample {sample.get('__key__')!r} needs string fields 'prompt' and "
+            f"'response' (got {sorted(record) if isinstance(record, dict) else record!r})."
+        )
+    return PromptResponseSample(
+        **basic_sample_keys(sample),
+        prompt=record["prompt"],
+        response=record["response"],
+        system=record.get("system"),
+    )
+
+
+def _ids(rendered: Any) -> list[int]:
+    """``apply_chat_template(tokenize=True)`` returns a list or a BatchEncoding by version."""
+    if isinstance(rendered, dict) or hasattr(rendered, "input_ids"):
+        rendered = rendered["input_ids"]
+    return [int(t) for t in rendered]
+
+
+class SFTPackingTaskEncoder(PackingTaskEncoder[PromptResponseSample]):
+    """Packs prompt/response documents with the loss on response tokens only.
+
+    Args:
+        tokenizer: A transformers tokenizer or a local tokenizer directory.
+        use_chat_template: Render with the tokenizer's chat template (``None``: if it has one).
+        add_bos, add_eos, eod_token_id: Without a chat template, as in ``LLMPackingTaskEncoder``.
+        **packing: :class:`~energon_pack.task_encoders.base.PackingConfig` fields.
+    """
+
+    cookers = (Cooker(cook_prompt_response),)
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        use_chat_template: bool | None = None,
+        add_bos: bool = True,
+        add_eos: bool = True,
+        eod_token_id: int | None = None,
+        **packing: Any,
+    ) -> None:
+        self.tokenizer = DocumentTokenizer(
+            tokenizer, add_bos=add_bos, add_eos=add_eos, eod_token_id=eod_token_id
+        )
+        has_template = bool(getattr(self.tokenizer.tokenizer, "chat_template", None))
+        if use_chat_template and not has_template:
+            raise ValueError("use_chat_template=True but the tokenizer has no chat_template.")
+        self.use_chat_template = has_template if use_chat_template is None else use_chat_template
+        packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
+        super().__init__(**packing)
+
+    def _chat_ids(self, sample: PromptResponseSample) -> tuple[list[int], list[int]]:
+        tok = self.tokenizer.tokenizer
+        messages = [{"role": "system", "content": sample.system}] if sample.system else []
+        messages.append({"role": "user", "content": sample.prompt})
+        prompt = _ids(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+        full = _ids(
+            tok.apply_chat_template(
+                [*messages, {"role": "assistant", "content": sample.response}], tokenize=True
+            )
+        )
+        if full[: len(prompt)] != prompt:
+            raise ValueError(
+                f"sample {sample.__key__!r}: the chat template does not render the prompt as a "
+                "prefix of the conversation, so the response tokens cannot be located; pass "
+                "use_chat_template=False or fix the template."
+            )
+        return prompt, full[len(prompt) :]
+
+    def _plain_ids(self, sample: PromptResponseSample) -> tuple[list[int], list[int]]:
+        ids = self.tokenizer.ids
+        prompt = ([ids.bos] if ids.bos is not None else []) + self.tokenizer.encode_text(
+            sample.prompt
+        )
+        response = self.tokenizer.encode_text(sample.response)
+        response += [ids.eod] if ids.eod is not None else []
+        return prompt, response
+
+    def encode_document(self, sample: PromptResponseSample) -> EncodedSample:
+        prompt, response = (
+            self._chat_ids(sample) if self.use_chat_template else self._plain_ids(sample)
+        )
+        if not response:
+            prompt = []  # nothing to learn: an empty document, dropped and counted
+        tokens = torch.tensor(prompt + response, dtype=torch.int64)
+        loss_mask = torch.zeros(len(tokens), dtype=torch.bool)
+        loss_mask[len(prompt) :] = True
+        return EncodedSample.derive_from(sample, tokens=tokens, loss_mask=loss_mask)

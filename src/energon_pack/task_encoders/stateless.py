@@ -1,0 +1,174 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``seeded_stateless``: energon's ``@stateless(restore_seeds=True)`` without the 7.4.1 bugs.
+
+A task-encoder function that draws random numbers (augmentations, random crops, dropout of
+documents) must draw the *same* numbers when energon re-runs it for ``restore_sample`` or to
+rebuild a packing buffer after ``restore_state``. The recipe is to seed every RNG (``random``,
+NumPy, torch) from ``(worker_seed, sample_index)`` before the call and to restore the caller's
+RNG state afterwards. In megatron-energon 7.4.1 ``@stateless(restore_seeds=True)``:
+
+1. caches ``worker_seed`` in a closure on the first call in each process, so restoring a sample
+   of worker 1 after one of worker 0 (in the main process) replays worker 0's seed, and a main
+   process that called the function before the workers forked hands its seed to every worker;
+2. drops ``failure_tolerance`` (the attribute is only set on the un-seeded path).
+
+``seeded_stateless`` recomputes ``WorkerConfig.active_worker_config.worker_seed()`` on every
+call and keeps ``failure_tolerance``. Worked example (``num_workers=2``): worker 1 encodes its
+sample index 5 with seed ``seed_args(worker_seed(global worker 1), 5)``; ``restore_sample`` of
+that key in the main process activates global worker 1 with sample index 5 and draws exactly the
+same numbers, whatever was restored before.
+
+    class MyEncoder(PackingTaskEncoder):
+        @seeded_stateless(failure_tolerance=10)
+        def encode_sample(self, sample): ...
+
+Outside a loader (no active ``WorkerConfig``) the function runs unseeded, with the caller's RNG.
+Generator functions are supported: the inner RNG state is carried between ``next`` calls and the
+caller's state is restored around every ``yield``.
+
+What the seed is made of (:class:`SeedSource`):
+
+* ``SAMPLE_INDEX`` (energon's convention): ``(worker_seed, sample index of this stage)``.
+* ``RESTORE_KEY``: ``(worker_seed, __restore_key__ of the input sample)``. Use it for generator
+  ``encode_sample`` functions: energon 7.4.1 resumes a generator that was interrupted by a
+  state save with the stage's sample index off by one (``MapDataset.__iter__`` re-runs it under
+  ``current_idx``, which ``get_next`` already advanced), so index-seeded draws differ after
+  resume. The input's restore key is the same in the first run, after resume and in
+  ``restore_sample``, and it differs between epochs and workers.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar, overload
+
+from megatron.energon import WorkerConfig
+from megatron.energon.rng import SystemRng
+
+__all__ = ["SeedSource", "current_seed_args", "seeded_stateless"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class SeedSource(enum.Enum):
+    """What, besides the worker seed, a seeded call's RNG seed is derived from."""
+
+    #: The sample index of the current stage (energon's ``@stateless(restore_seeds=True)``).
+    SAMPLE_INDEX = "sample_index"
+    #: The ``__restore_key__`` of the first positional argument that has one (the input sample).
+    RESTORE_KEY = "restore_key"
+
+
+def _restore_key(args: tuple[Any, ...]) -> Any:
+    for arg in args:
+        key = arg.get("__restore_key__") if isinstance(arg, dict) else getattr(
+            arg, "__restore_key__", None
+        )
+        if key:
+            return key
+    return None
+
+
+def current_seed_args(
+    seed_from: SeedSource = SeedSource.SAMPLE_INDEX, args: tuple[Any, ...] = ()
+) -> tuple[Any, ...] | None:
+    """The seed arguments of the active energon worker, or ``None`` outside one.
+
+    ``(worker_seed, sample_index)``; with ``RESTORE_KEY``, ``(worker_seed, "key", restore_key)``
+    when one of ``args`` has a restore key (else the sample index, as a fallback).
+    """
+    config = WorkerConfig.active_worker_config
+    if config is None:
+        return None
+    if seed_from is SeedSource.RESTORE_KEY:
+        key = _restore_key(args)
+        if key is not None:
+            return config.worker_seed(), "key", key
+    return config.worker_seed(), config.active_worker_sample_index
+
+
+def _wrap_function(fn: Callable[..., Any], seed_from: SeedSource) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def seeded(*args: Any, **kwargs: Any) -> Any:
+        seed = current_seed_args(seed_from, args)
+        if seed is None:
+            return fn(*args, **kwargs)
+        outer = SystemRng.save_state()
+        SystemRng.seed_args(*seed)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            SystemRng.restore_state(outer)
+
+    return seeded
+
+
+def _wrap_generator(fn: Callable[..., Any], seed_from: SeedSource) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def seeded(*args: Any, **kwargs: Any) -> Generator[Any, None, None]:
+        seed = current_seed_args(seed_from, args)
+        if seed is None:
+            yield from fn(*args, **kwargs)
+            return
+        outer = SystemRng.save_state()
+        SystemRng.seed_args(*seed)
+        inner = None
+        try:
+            it = iter(fn(*args, **kwargs))
+        finally:
+            inner = SystemRng.save_state()
+            SystemRng.restore_state(outer)
+        while True:
+            outer = SystemRng.save_state()
+            SystemRng.restore_state(inner)
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            finally:
+                inner = SystemRng.save_state()
+                SystemRng.restore_state(outer)
+            yield item
+
+    return seeded
+
+
+@overload
+def seeded_stateless(fn: F) -> F: ...
+
+
+@overload
+def seeded_stateless(
+    *, failure_tolerance: int | None = None, seed_from: SeedSource = SeedSource.SAMPLE_INDEX
+) -> Callable[[F], F]: ...
+
+
+def seeded_stateless(
+    fn: F | None = None,
+    *,
+    failure_tolerance: int | None = None,
+    seed_from: SeedSource = SeedSource.SAMPLE_INDEX,
+) -> F | Callable[[F], F]:
+    """Mark ``fn`` stateless for energon and seed all RNGs from the worker seed on every call.
+
+    Args:
+        fn: A task-encoder method (plain or generator function).
+        failure_tolerance: Consecutive exceptions energon's handler tolerates in this function
+            before raising ``FatalSampleError`` (``None``: the task encoder's default, ``0``:
+            unlimited), exactly like ``@stateless(failure_tolerance=...)``.
+        seed_from: What the seed is derived from besides the worker seed (:class:`SeedSource`).
+    """
+    if fn is None:
+        return lambda f: seeded_stateless(f, failure_tolerance=failure_tolerance, seed_from=seed_from)
+    if failure_tolerance is not None and failure_tolerance < 0:
+        raise ValueError(f"failure_tolerance={failure_tolerance} must be >= 0 (0: unlimited).")
+    seed_from = SeedSource(seed_from)
+    wrap = _wrap_generator if inspect.isgeneratorfunction(fn) else _wrap_function
+    wrapped = wrap(fn, seed_from)
+    wrapped.__stateless__ = True  # type: ignore[attr-defined]
+    if failure_tolerance is not None:
+        wrapped.__failure_tolerance__ = failure_tolerance  # type: ignore[attr-defined]
+    return wrapped  # type: ignore[return-value]

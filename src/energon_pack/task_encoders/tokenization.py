@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Tokenizer handling shared by the encoders: load offline, add BOS and EOS/EOD, encode fast.
+
+A document becomes ``[BOS] + tokenizer(text) + [EOD]``. ``EOD`` (end of document) is the EOS
+token unless ``eod_token_id`` names another one (some pretraining setups use a dedicated
+``<|endoftext|>``). With BOS=2, EOS=3 and ``"the cat" -> [6, 5]``::
+
+    DocumentTokenizer(tok).encode("the cat")                    -> [2, 6, 5, 3]
+    DocumentTokenizer(tok, add_bos=False).encode("the cat")     -> [6, 5, 3]
+    DocumentTokenizer(tok, add_eos=False).encode("the cat")     -> [2, 6, 5]
+
+The EOD token is a prediction target (the model learns to end documents); BOS is not (nothing
+precedes it in the document). A tokenizer is a transformers tokenizer object or the path of a
+local tokenizer directory, loaded with ``local_files_only=True`` (no hub access at run time).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DocumentTokenizer", "load_tokenizer"]
+
+
+def load_tokenizer(tokenizer: Any) -> Any:
+    """Return ``tokenizer`` itself, or load it from a local directory path (offline)."""
+    if isinstance(tokenizer, (str, Path)):
+        from transformers import AutoTokenizer
+
+        path = Path(tokenizer)
+        if not path.is_dir():
+            raise ValueError(
+                f"tokenizer path {str(path)!r} is not a local directory: pass a transformers "
+                "tokenizer object, or save one with tokenizer.save_pretrained(dir) first."
+            )
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    if not callable(getattr(tokenizer, "encode", None)):
+        raise ValueError(
+            f"tokenizer {tokenizer!r} has no encode(); pass a transformers tokenizer or a path."
+        )
+    return tokenizer
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Ids:
+    bos: int | None
+    eod: int | None
+    pad: int
+
+
+class DocumentTokenizer:
+    """Wraps a tokenizer: ``encode(text)`` gives the token ids of one document.
+
+    Args:
+        tokenizer: A transformers tokenizer or a local tokenizer directory.
+        add_bos: Prepend the BOS token (error if the tokenizer has none).
+        add_eos: Append the EOD token (``eod_token_id`` or the tokenizer's EOS).
+        eod_token_id: The end-of-document token, if not the EOS token.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        add_bos: bool = True,
+        add_eos: bool = True,
+        eod_token_id: int | None = None,
+    ) -> None:
+        self.tokenizer = load_tokenizer(tokenizer)
+        bos = getattr(self.tokenizer, "bos_token_id", None)
+        eod = eod_token_id if eod_token_id is not None else self.tokenizer.eos_token_id
+        if add_bos and bos is None:
+            raise ValueError("add_bos=True but the tokenizer has no bos_token_id; pass add_bos=False.")
+        if add_eos and eod is None:
+            raise ValueError(
+                "add_eos=True but the tokenizer has no eos_token_id; pass eod_token_id=... "
+                "or add_eos=False."
+            )
+        pad = getattr(self.tokenizer, "pad_token_id", None)
+        self.ids = _Ids(
+            bos=bos if add_bos else None,
+            eod=eod if add_eos else None,
+            pad=int(pad if pad is not None else (eod if eod is not None else 0)),
+        )
+
+    @property
+    def pad_token_id(self) -> int:
+        """The padding id (the tokenizer's PAD, else EOD, else 0)."""
+        return self.ids.pad
+
+    def encode_text(self, text: str) -> list[int]:
+        """Token ids of ``text`` without any special token."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def encode(self, text: str) -> list[int]:
+        """``[BOS] + encode_text(text) + [EOD]`` according to ``add_bos`` / ``add_eos``."""
+        ids = self.encode_text(text)
+        if self.ids.bos is not None:
+            ids.insert(0, self.ids.bos)
+        if self.ids.eod is not None:
+            ids.append(self.ids.eod)
+        return ids
+
+    def token_id(self, token: str) -> int:
+        """The id of a (special) token; ValueError if the vocabulary lacks it."""
+        tid = self.tokenizer.convert_tokens_to_ids(token)
+        if tid is None or tid == getattr(self.tokenizer, "unk_token_id", None):
+            raise ValueError(f"token {token!r} is not in the tokenizer's vocabulary; add it.")
+        return int(tid)

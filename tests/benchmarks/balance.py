@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Benchmark of compute-balanced packing: per-pack cost spread and slowest-rank loss vs fill.
+
+Run: ``python tests/benchmarks/balance.py [--lengths PATH] [--pack-size 8192] [--buffer 4096]``
+
+The lengths (manpages, shuffled with seed 0) are cut into buffers of ``--buffer`` samples and
+each buffer is packed on its own, as energon's packing buffer does. For every cost model and
+algorithm the table gives fill, the coefficient of variation (CV) of per-pack cost, and the
+expected step-time loss from waiting for the slowest of R = 8 ranks
+(``E[max of 8 packs' cost] / mean - 1``, 20k seeded draws). ``floor`` is a lower bound on the
+CV of any packing with as many packs: documents longer than half a pack need a pack each and
+cost at least their own cost, and the rest can at best be spread evenly (water filling).
+
+Two inputs: documents split at the pack size (the issue's setting: every document longer than
+the pack becomes full-size chunks, each a pack of its own, which pins the spread), and
+documents split at a quarter of the pack size (no pack is pinned, so balancing can work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from energon_pack.algorithms import (
+    CostModel,
+    apply_overlong,
+    cost_spread,
+    pack_lengths,
+    simulate,
+    slowest_rank_loss,
+)
+
+DEFAULT_LENGTHS = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
+RANKS = 8
+
+
+def floor_costs(lens: np.ndarray, capacity: int, packs: int, model: CostModel) -> np.ndarray:
+    """Water-filled per-pack costs: the most even costs any packing with ``packs`` packs has."""
+    doc = model.doc_costs(lens)
+    pinned = np.zeros(packs)
+    big = np.sort(doc[lens > capacity // 2])[::-1][:packs]
+    pinned[: big.size] = big
+    total = float(doc.sum())
+    level = total / packs
+    for k in range(packs):  # pinned is sorted descending
+        level = (total - float(pinned[:k].sum())) / (packs - k)
+        if pinned[k] <= level:
+            break
+    return np.maximum(pinned, level)
+
+
+def measure(
+    lens: np.ndarray, capacity: int, buffer: int, model: CostModel, balance: bool
+) -> dict[str, float]:
+    costs: list[float] = []
+    floors: list[float] = []
+    packs = 0
+    seconds = 0.0
+    for start in range(0, lens.size, buffer):
+        buf = lens[start : start + buffer]
+        t0 = time.perf_counter()
+        bins = pack_lengths(
+            buf,
+            capacity,
+            algorithm="best_fit_decreasing_repair" if balance else "best_fit_decreasing",
+            balance=model if balance else None,
+        )
+        seconds += time.perf_counter() - t0
+        packs += len(bins)
+        costs.extend(model.pack_costs(bins, buf).tolist())
+        floors.extend(floor_costs(buf, capacity, len(bins), model).tolist())
+    return {
+        "packs": packs,
+        "fill": 100 * float(lens.sum()) / (packs * capacity),
+        "cv": cost_spread(costs),
+        "floor": cost_spread(floors),
+        "loss": 100 * slowest_rank_loss(costs, ranks=RANKS),
+        "seconds": seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS)
+    parser.add_argument("--pack-size", type=int, default=8192)
+    parser.add_argument("--buffer", type=int, default=4096)
+    args = parser.parse_args()
+    cap = args.pack_size
+    rng = np.random.default_rng(0)
+    if args.lengths.exists():
+        raw = np.loadtxt(args.lengths, dtype=np.int64)
+        source = "manpages"
+    else:
+        print(f"(lengths not found at {args.lengths}: synthetic lognormal lengths instead)")
+        raw = rng.lognormal(6.5, 1.2, size=22000).astype(np.int64) + 1
+        source = "lognormal"
+    models = {
+        "d=4096 (default)": CostModel(),
+        "d=1024": CostModel(attention=1 / (12 * 1024)),
+        "attention only": CostModel(token=0.0, attention=1.0),
+    }
+    print(f"## Balanced vs best-fit decreasing, {source}, pack {cap}, buffer {args.buffer}\n")
+    print(
+        "| docs split at | cost model | algorithm | packs | fill % | cost CV | floor CV | "
+        f"CV ratio | slowest of {RANKS} loss % | s |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for split in (cap, cap // 4):
+        lens = apply_overlong(raw, split, "split")
+        rng_split = np.random.default_rng(0)
+        rng_split.shuffle(lens)
+        for mname, model in models.items():
+            base = measure(lens, cap, args.buffer, model, balance=False)
+            for label, r in (
+                ("best_fit_decreasing", base),
+                ("balanced", measure(lens, cap, args.buffer, model, balance=True)),
+            ):
+                print(
+                    f"| {split} | {mname} | {label} | {r['packs']} | {r['fill']:.2f} | "
+                    f"{r['cv']:.4f} | {r['floor']:.4f} | {r['cv'] / base['cv']:.2f} | "
+                    f"{r['loss']:.2f} | {r['seconds']:.2f} |"
+                )
+    print(f"\n## Streaming fill (energon buffer model), {source}, pack {cap}, overlong split\n")
+    print("| buffer | algorithm | fill % | per-buffer bound % | select s |")
+    print("|---:|---|---:|---:|---:|")
+    for name in ("best_fit_decreasing", "balanced"):
+        r = simulate(raw, cap, args.buffer, algorithm=name)
+        print(
+            f"| {args.buffer} | {name} | {100 * r.fill:.2f} | {100 * r.lower_bound_fill:.2f} | "
+            f"{r.select_seconds:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``energon-pack analyze`` on datasets made by ``make-dataset``: literal packs, agreement with
+``simulate`` on the same lengths, the buffer recommendation and the plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from energon_pack.algorithms import CarryOver, simulate
+from energon_pack.analysis import recommend_buffer_size
+from energon_pack.cli.analyze import command
+from energon_pack.cli.make_dataset import command as make_dataset
+from energon_pack.testing.datasets import synthetic_texts
+
+
+def _dataset(tmp_path: Path, texts: list[str], name: str) -> Path:
+    src = tmp_path / f"{name}.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    res = CliRunner().invoke(make_dataset, [str(tmp_path / name), str(src)])
+    assert res.exit_code == 0, res.output
+    return tmp_path / name
+
+
+def _analyze(*args: str) -> dict:
+    res = CliRunner().invoke(command, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
+    # One token per word, plus BOS and EOS: lengths 5, 3, 5, 3.
+    ds = _dataset(tmp_path, ["the the the", "a", "of of of", "to"], "four")
+    common = [str(ds), "--tokenizer", str(tokenizer_dir), "--pack-size", "8"]
+    # Buffer 4: first-fit-decreasing pairs 5 with 3 twice -> 2 full packs.
+    out = _analyze(*common, "--buffer-size", "4")
+    assert (out["packs"], out["tokens"], out["fill"]) == (2, 16, 1.0)
+    assert (out["samples_in"], out["samples_out"], out["documents_per_pack"]) == (4, 4, 2.0)
+    # Buffer 1: every document alone -> 4 packs, 16 tokens in 32 slots.
+    out = _analyze(*common, "--buffer-size", "1")
+    assert (out["packs"], out["fill"]) == (4, 0.5)
+    # --limit 2 reads "the the the" and "a" only: one full pack.
+    out = _analyze(*common, "--buffer-size", "4", "--limit", "2")
+    assert (out["packs"], out["samples_in"], out["fill"]) == (1, 2, 1.0)
+
+
+def test_overlong_counts(tmp_path: Path, tokenizer_dir: Path) -> None:
+    # 12 words -> 14 tokens > pack size 8.
+    ds = _dataset(tmp_path, ["the " * 12, "a"], "long")
+    common = [str(ds), "--tokenizer", str(tokenizer_dir), "--pack-size", "8", "--buffer-size", "4"]
+    split = _analyze(*common, "--overlong", "split")
+    # 14 -> pieces 8 + 6; plus "a" (3): 17 tokens, pieces 8 | 6 | 3 -> 3 packs (6 + 3 > 8).
+    assert (split["split"], split["samples_out"], split["tokens"], split["packs"]) == (1, 3, 17, 3)
+    truncated = _analyze(*common, "--overlong", "truncate")
+    assert (truncated["truncated"], truncated["tokens"]) == (1, 11)
+    dropped = _analyze(*common, "--overlong", "drop")
+    assert (dropped["dropped_overlong"], dropped["samples_out"], dropped["tokens"]) == (1, 1, 3)
+
+
+@pytest.mark.parametrize("carry", [False, True])
+@pytest.mark.parametrize("buffer", [4, 16])
+def test_fill_matches_simulate_on_the_same_lengths(
+    tmp_path: Path, tokenizer_dir: Path, tokenizer, carry: bool, buffer: int
+) -> None:
+    texts = synthetic_texts(300, seed=3, min_words=1, max_words=45)
+    ds = _dataset(tmp_path, texts, "synthetic")
+    args = [str(ds), "--tokenizer", str(tokenizer_dir), "--pack-size", "32"]
+    args += ["--buffer-size", str(buffer)] + (["--carry-over"] if carry else [])
+    out = _analyze(*args)
+    # Lengths measured independently of the loader: BOS + words + EOS, in file order.
+    lengths = [len(tokenizer(t, add_special_tokens=False).input_ids) + 2 for t in texts]
+    sim = simulate(lengths, 32, buffer, carry_over=CarryOver() if carry else None)
+    assert out["samples_in"] == 300 and out["tokens"] == sim.tokens
+    assert abs(out["fill"] - sim.fill) <= 0.002, (out["fill"], sim.fill)
+    assert out["packs"] == sim.packs
+
+
+def test_recommendation_and_plot(tmp_path: Path, tokenizer_dir: Path) -> None:
+    texts = synthetic_texts(200, seed=4, min_words=1, max_words=30)
+    ds = _dataset(tmp_path, texts, "rec")
+    png = tmp_path / "analysis.png"
+    res = CliRunner().invoke(
+        command,
+        [str(ds), "--tokenizer", str(tokenizer_dir), "--pack-size", "32", "--buffer-size", "2",
+         "--plot", str(png)],
+    )
+    assert res.exit_code == 0, res.output
+    assert "recommended buffer" in res.output and "with --carry-over" in res.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_recommend_buffer_size_literal() -> None:
+    # 300 and 200 pair up into full 512-token packs only when both are in the same buffer.
+    lengths = [300, 300, 300, 300, 200, 200, 200, 200]
+    best, sweep = recommend_buffer_size(lengths, 512, target_fill=0.97, candidates=(1, 4, 8))
+    # Buffer 1 and 4 ([300]*4 alone) give 8 and 6 packs; buffer 8 gives 4 packs of 500 tokens.
+    assert (best, sweep) == (8, {1: 2000 / (8 * 512), 4: 2000 / (6 * 512), 8: 2000 / 2048})

@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: Apache-2.0
+"""LLMPackingTaskEncoder on real energon datasets: every sample once, for every algorithm and
+over-long policy; exact document tokens; JSONL through the cooker; config errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from energon_pack.algorithms import ALGORITHMS
+from energon_pack.task_encoders import LLMPackingTaskEncoder, OverlongPolicy, PackingConfig
+from energon_pack.testing.contracts import assert_each_sample_once
+from energon_pack.testing.datasets import make_loader
+
+PACK_SIZE = 32  # the corpus has documents longer than this
+BOS, EOS = 2, 3  # ids of the test tokenizer's specials
+
+
+def documents(pack: Any) -> dict[str, list[int]]:
+    """Member key -> that document's tokens, cut out of the pack by doc_lengths_padded."""
+    out, start = {}, 0
+    for key, n, padded in zip(pack.sample_keys, pack.doc_lengths, pack.doc_lengths_padded):
+        out[key] = pack.tokens[start : start + n].tolist()
+        start += padded
+    return out
+
+
+def expected_tokens(tokenizer: Any, text: str) -> list[int]:
+    body = tokenizer.encode(text, add_special_tokens=False)
+    return [BOS, *body, EOS] if body else []
+
+
+@pytest.mark.parametrize("policy", list(OverlongPolicy))
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_every_sample_once_for_every_algorithm_and_policy(
+    text_dataset, tokenizer_dir, tokenizer, algorithm: str, policy: OverlongPolicy
+) -> None:
+    enc = LLMPackingTaskEncoder(
+        tokenizer_dir, pack_size=PACK_SIZE, algorithm=algorithm, overlong=policy
+    )
+    want = {k: expected_tokens(tokenizer, t) for k, t in text_dataset.records.items()}
+    overlong = sorted(k for k, v in want.items() if len(v) > PACK_SIZE)
+    empty = [k for k, v in want.items() if not v]
+    assert overlong and empty == ["000005"]  # the corpus exercises both cases
+
+    packs = list(make_loader(text_dataset.path, enc, packing_buffer_size=16))
+    missing = overlong if policy is OverlongPolicy.ERROR else []  # skipped by energon's handler
+    assert_each_sample_once(packs, text_dataset.keys, dropped=[*enc.stats.dropped_keys, *missing])
+    assert enc.stats.dropped_empty == 1 and "000005" in enc.stats.dropped_keys
+    assert all(sum(p.doc_lengths_padded) <= PACK_SIZE for p in packs)
+
+    got: dict[str, list[int]] = {}
+    for p in packs:
+        got.update(documents(p))
+    for key, tokens in want.items():
+        if not tokens or (key in overlong and policy in ("drop", "error")):
+            assert key not in got
+        elif key in overlong and policy is OverlongPolicy.TRUNCATE:
+            assert got[key] == tokens[:PACK_SIZE]
+        elif key in overlong:  # split: the pieces, in order, are the document
+            pieces = sorted((k for k in got if k.startswith(key + "#")), key=lambda k: int(k[7:]))
+            assert len(pieces) == -(-len(tokens) // PACK_SIZE)
+            assert sum((got[k] for k in pieces), []) == tokens
+        else:
+            assert got[key] == tokens
+    counts = {"truncate": enc.stats.truncated, "split": enc.stats.split}
+    counts["drop"] = enc.stats.dropped_overlong
+    if policy is not OverlongPolicy.ERROR:
+        assert counts[policy.value] == len(overlong)
+
+
+def test_labels_stay_inside_documents(text_dataset, tokenizer_dir) -> None:
+    enc = LLMPackingTaskEncoder(tokenizer_dir, pack_size=PACK_SIZE, overlong="truncate")
+    pack = next(p for p in make_loader(text_dataset.path, enc) if len(p.doc_lengths) >= 2)
+    ends = torch.tensor(pack.doc_lengths).cumsum(0) - 1
+    assert (pack.labels[ends] == -100).all()  # the last token of a document predicts nothing
+    starts = ends[:-1] + 1
+    assert (pack.position_ids[starts] == 0).all() and (pack.tokens[starts] == BOS).all()
+    # BOS is never a target: no label points at it.
+    assert not (pack.labels == BOS).any()
+
+
+def test_jsonl_text_through_the_cooker(jsonl_text_dataset, tokenizer_dir, tokenizer) -> None:
+    enc = LLMPackingTaskEncoder(tokenizer_dir, pack_size=PACK_SIZE, overlong="truncate")
+    packs = list(make_loader(jsonl_text_dataset.path, enc, packing_buffer_size=8))
+    texts = [r["text"] for r in jsonl_text_dataset.records.values()]
+    want = sorted(expected_tokens(tokenizer, t)[:PACK_SIZE] for t in texts if t)
+    got = sorted(doc for p in packs for doc in documents(p).values())
+    assert got == want
+    assert enc.stats.samples == len(texts) and enc.stats.dropped_empty == 1
+
+
+def test_batches_are_padded_to_the_pack_size(text_dataset, tokenizer_dir) -> None:
+    enc = LLMPackingTaskEncoder(tokenizer_dir, pack_size=PACK_SIZE, alignment=4)
+    batch = next(iter(make_loader(text_dataset.path, enc, batch_size=3)))
+    assert batch.tokens.shape == (3, PACK_SIZE)
+    assert all(n % 4 == 0 for row in batch.doc_lengths_padded for n in row)
+
+
+def test_add_bos_eos_switches(tokenizer_dir, tokenizer) -> None:
+    from megatron.energon import TextSample
+
+    sample = TextSample(__key__="x", __restore_key__=(), text="the model")
+    body = tokenizer.encode("the model", add_special_tokens=False)
+    for bos, eos, want in [(True, True, [BOS, *body, EOS]), (False, True, [*body, EOS]),
+                           (True, False, [BOS, *body]), (False, False, body)]:
+        enc = LLMPackingTaskEncoder(tokenizer_dir, pack_size=8, add_bos=bos, add_eos=eos)
+        (doc,) = list(enc.encode_sample(sample))
+        assert doc.tokens.tolist() == want
+        assert doc.loss_mask.tolist() == [not bos] + [True] * (len(want) - 1)
+
+
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        ({"pack_size": 0}, "pack_size"),
+        ({"pack_size": 8, "algorithm": "nope"}, "not registered"),
+        ({"pack_size": 8, "alignment": 3}, "divide pack_size"),
+        ({"pack_size": 8, "overlong": "cut"}, "truncate"),
+        ({"pack_size": 8, "max_samples_per_pack": 0}, "max_samples_per_pack"),
+    ],
+)
+def test_config_errors_say_what_to_do(fields: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        PackingConfig(**fields)
+
+
+def test_tokenizer_path_must_exist(tmp_path) -> None:
+    with pytest.raises(ValueError, match="not a local directory"):
+        LLMPackingTaskEncoder(tmp_path / "missing", pack_size=8)

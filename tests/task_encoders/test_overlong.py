@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The over-long policy on encoded documents (hand-worked), and the stats it feeds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from energon_pack.samples import EncodedCaptioningSample, EncodedSample
+from energon_pack.task_encoders import (
+    OverlongPolicy,
+    OverlongSampleError,
+    PackingStats,
+    apply_overlong_policy,
+)
+
+
+def doc(n: int, key: str = "k") -> EncodedSample:
+    return EncodedSample(
+        __key__=key,
+        __restore_key__=(),
+        tokens=torch.arange(10, 10 + n),
+        loss_mask=torch.ones(n, dtype=torch.bool),
+    )
+
+
+def caption_doc() -> EncodedCaptioningSample:
+    """tokens: 0 1 [2 3 4 5] 6 7 [8 9] 10: two images of 4 and 2 tokens (grids 16 and 8 rows)."""
+    return EncodedCaptioningSample(
+        __key__="c",
+        __restore_key__=(),
+        tokens=torch.arange(11),
+        loss_mask=torch.ones(11, dtype=torch.bool),
+        pixel_values=torch.cat([torch.zeros(16, 3), torch.ones(8, 3)]),
+        image_grid_thw=torch.tensor([[1, 4, 4], [1, 2, 4]]),
+        image_spans=torch.tensor([[2, 6], [8, 10]]),
+    )
+
+
+def test_fitting_document_is_returned_unchanged() -> None:
+    d = doc(4)
+    for policy in OverlongPolicy:
+        assert apply_overlong_policy(d, 4, policy, PackingStats()) == [d]
+
+
+def test_truncate_keeps_the_head_and_counts_lost_tokens() -> None:
+    stats = PackingStats()
+    (out,) = apply_overlong_policy(doc(9), 4, "truncate", stats)
+    assert out.__key__ == "k"
+    assert out.tokens.tolist() == [10, 11, 12, 13]
+    assert (stats.truncated, stats.truncated_tokens) == (1, 5)
+
+
+def test_split_makes_numbered_pieces_covering_every_token() -> None:
+    stats = PackingStats()
+    pieces = apply_overlong_policy(doc(9), 4, OverlongPolicy.SPLIT, stats)
+    # 9 tokens at pack size 4 -> 4 + 4 + 1, keys k#0 k#1 k#2.
+    assert [p.__key__ for p in pieces] == ["k#0", "k#1", "k#2"]
+    assert torch.cat([p.tokens for p in pieces]).tolist() == list(range(10, 19))
+    assert (stats.split, stats.split_pieces) == (1, 3)
+
+
+def test_drop_counts_and_remembers_the_key(caplog: pytest.LogCaptureFixture) -> None:
+    stats = PackingStats()
+    assert apply_overlong_policy(doc(9, "long"), 4, "drop", stats) == []
+    assert stats.dropped_overlong == 1 and list(stats.dropped_keys) == ["long"]
+    assert "long" in caplog.text
+
+
+def test_error_names_the_sample_and_the_fix() -> None:
+    with pytest.raises(OverlongSampleError, match=r"'long' has 9 tokens > pack_size=4.*'split'"):
+        apply_overlong_policy(doc(9, "long"), 4, "error", PackingStats())
+    assert issubclass(OverlongSampleError, ValueError)
+
+
+def test_split_never_cuts_an_image_and_moves_its_pixels() -> None:
+    # Pack size 7: the cut at 7 would not cut an image (spans [2,6) and [8,10)) -> [0,7), then
+    # [7,14) would end at 11 -> [7,11). Pack size 9: the cut at 9 falls in [8,10) -> moves to 8.
+    pieces = apply_overlong_policy(caption_doc(), 9, "split", PackingStats())
+    assert [(p.tokens[0].item(), len(p.tokens)) for p in pieces] == [(0, 8), (8, 3)]
+    first, second = pieces
+    assert first.image_spans.tolist() == [[2, 6]] and first.pixel_values.shape == (16, 3)
+    assert first.image_grid_thw.tolist() == [[1, 4, 4]]
+    assert second.image_spans.tolist() == [[0, 2]] and second.image_grid_thw.tolist() == [[1, 2, 4]]
+    assert torch.equal(second.pixel_values, torch.ones(8, 3))
+
+
+def test_truncate_drops_images_past_the_cut() -> None:
+    (out,) = apply_overlong_policy(caption_doc(), 9, "truncate", PackingStats())
+    assert out.tokens.tolist() == list(range(8))
+    assert out.image_spans.tolist() == [[2, 6]] and out.pixel_values.shape == (16, 3)
+
+
+def test_an_image_longer_than_the_pack() -> None:
+    # split: piece [0, 2), then the 4-token image at 2 cannot fit 3 tokens -> error.
+    with pytest.raises(OverlongSampleError, match="'c'"):
+        apply_overlong_policy(caption_doc(), 3, "split", PackingStats())
+    # truncate: the cut at 3 moves back to the image start: the text before it survives.
+    (out,) = apply_overlong_policy(caption_doc(), 3, "truncate", PackingStats())
+    assert out.tokens.tolist() == [0, 1] and out.image_spans.shape == (0, 2)
+    assert out.pixel_values.shape == (0, 3)
+
+
+def test_stats_fill_and_documents_worked_example() -> None:
+    stats = PackingStats(log_every=0)
+    stats.record_pack(doc_lengths=[5, 3], capacity=8)
+    stats.record_pack(doc_lengths=[4], capacity=8)
+    assert stats.fill == 12 / 16 and stats.documents_per_pack == 1.5
+    assert (stats.last_fill, stats.last_documents) == (0.5, 1)
+    assert stats.as_dict()["packs"] == 2
+    assert "fill=75.0%" in stats.summary()

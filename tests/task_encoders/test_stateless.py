@@ -1,0 +1,135 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``seeded_stateless``: per-call worker seed, RNG isolation, generators, failure tolerance."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from megatron.energon import WorkerConfig, stateless
+from megatron.energon.rng import SystemRng
+from megatron.energon.task_encoder.base import get_failure_tolerance, get_stateless
+
+from energon_pack.task_encoders import current_seed_args, seeded_stateless
+
+
+def draws() -> tuple[float, float, float]:
+    return random.random(), float(np.random.rand()), float(torch.rand(()))
+
+
+class Encoder:
+    @seeded_stateless
+    def encode(self, x: int) -> tuple[float, float, float]:
+        return draws()
+
+    @seeded_stateless(failure_tolerance=7)
+    def encode_gen(self, x: int):
+        for _ in range(x):
+            yield draws()
+
+    @stateless(restore_seeds=True)
+    def energon_encode(self, x: int) -> tuple[float, float, float]:
+        return draws()
+
+    @property
+    def current_sample_index(self) -> int:  # what energon's TaskEncoder provides
+        return WorkerConfig.active_worker_config.active_worker_sample_index
+
+
+def expected(config: WorkerConfig, worker: int, index: int) -> tuple[float, float, float]:
+    """What a seeded call must draw: RNGs seeded from (worker seed, global sample index).
+
+    energon numbers the samples of local worker ``w`` as ``index * num_workers + w``.
+    """
+    workers = max(config.num_workers, 1)
+    return draws_seeded(config.worker_seed(worker), index * workers + worker % workers)
+
+
+def draws_seeded(*seed_args: int) -> tuple[float, float, float]:
+    state = SystemRng.save_state()
+    SystemRng.seed_args(*seed_args)
+    try:
+        return draws()
+    finally:
+        SystemRng.restore_state(state)
+
+
+def call_as(config: WorkerConfig, worker: int, index: int, fn, *args):
+    """Call ``fn`` as energon's restore_sample does: global worker ``worker``, sample ``index``."""
+    config.worker_activate(index, override_global_rank=worker)
+    try:
+        result = fn(*args)
+        return list(result) if not isinstance(result, tuple) else result
+    finally:
+        config.worker_deactivate()
+
+
+def test_seed_is_recomputed_for_every_worker_in_any_order() -> None:
+    config = WorkerConfig(rank=0, world_size=1, num_workers=3)
+    enc = Encoder()
+    calls = [(w, i) for w in range(3) for i in (0, 4, 9)]
+    random.Random(1).shuffle(calls)
+    for worker, index in calls:
+        assert call_as(config, worker, index, enc.encode, 0) == expected(config, worker, index)
+    # Different workers really draw different numbers (else the test proves nothing).
+    assert expected(config, 0, 4) != expected(config, 1, 4)
+
+
+def test_energon_7_4_1_caches_the_first_worker_seed() -> None:
+    """The bug this decorator works around: the second worker restored gets the first's seed."""
+    config = WorkerConfig(rank=0, world_size=1, num_workers=2)
+    enc = Encoder()
+    assert call_as(config, 0, 4, enc.energon_encode, 0) == expected(config, 0, 4)
+    # Worker 1's sample index (4 * 2 + 1) but worker 0's cached seed:
+    assert call_as(config, 1, 4, enc.energon_encode, 0) == draws_seeded(config.worker_seed(0), 9)
+    assert call_as(config, 1, 4, enc.encode, 0) == expected(config, 1, 4)  # ours: right seed
+
+
+def test_caller_rng_state_is_restored() -> None:
+    config = WorkerConfig(rank=0, world_size=1, num_workers=0)
+    random.seed(123)
+    np.random.seed(123)
+    torch.manual_seed(123)
+    before = draws()
+    random.seed(123)
+    np.random.seed(123)
+    torch.manual_seed(123)
+    call_as(config, 0, 2, Encoder().encode, 0)
+    assert draws() == before
+
+
+def test_generator_draws_are_reproducible_and_isolated() -> None:
+    config = WorkerConfig(rank=0, world_size=1, num_workers=2)
+    enc = Encoder()
+    first = call_as(config, 1, 3, enc.encode_gen, 3)
+    # Interleave the caller's own draws between the generator's items: same items.
+    config.worker_activate(3, override_global_rank=1)
+    try:
+        interleaved = []
+        for item in enc.encode_gen(3):
+            interleaved.append(item)
+            random.random(), torch.rand(())
+    finally:
+        config.worker_deactivate()
+    assert interleaved == first
+    assert first[0] == expected(config, 1, 3)
+    assert len(set(first)) == 3
+
+
+def test_outside_a_loader_runs_unseeded() -> None:
+    assert current_seed_args() is None
+    random.seed(5)
+    a = Encoder().encode(0)
+    random.seed(5)
+    assert Encoder().encode(0)[0] == a[0] == random.Random(5).random()
+
+
+def test_marks_stateless_and_keeps_failure_tolerance() -> None:
+    enc = Encoder()
+    assert get_stateless(enc.encode) and get_stateless(enc.encode_gen)
+    assert get_failure_tolerance(enc.encode_gen, 100) == 7
+    assert get_failure_tolerance(enc.encode, 100) == 100
+    with pytest.raises(ValueError, match="failure_tolerance"):
+        seeded_stateless(failure_tolerance=-1)(lambda self: None)

@@ -9,6 +9,7 @@ command named ``command``. Modules are imported only when their command runs, so
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 import click
 

@@ -115,7 +115,10 @@ def train(
         optimizer.step()
         keys = [k for row in batch.sample_keys for k in row]
         log.append({"step": step, "loss": loss.item(), "keys": keys})
-        print(f"rank {rank} step {step} loss {loss.item():.4f} docs {','.join(keys[:3])},...", flush=True)
+        print(
+            f"rank {rank} step {step} loss {loss.item():.4f} docs {','.join(keys[:3])},...",
+            flush=True,
+        )
         if on_step_end is not None:
             on_step_end(step)
     return log
@@ -171,7 +174,9 @@ def main() -> None:
     )
     ok = same_keys and same_loss and len(resumed) == len(expected)
     verdict = "identical to" if ok else "DIFFERENT from"
-    print(f"rank {rank}: resumed steps {args.save_at}..{args.steps - 1} {verdict} the run", flush=True)
+    print(
+        f"rank {rank}: resumed steps {args.save_at}..{args.steps - 1} {verdict} the run", flush=True
+    )
     if args.results_dir:
         result = {"rank": rank, "world_size": world_size, "alignment": alignment}
         result.update(reference=reference, resumed=resumed, resume_identical=ok)

@@ -77,9 +77,7 @@ def main() -> None:
             task_encoder=encoder,
             repeat=False,
         )
-        return get_savable_loader(
-            dataset, checkpoint_every_sec=0, checkpoint_every_min_n_samples=1
-        )
+        return get_savable_loader(dataset, checkpoint_every_sec=0, checkpoint_every_min_n_samples=1)
 
     runs: dict[str, Any] = {}
     for num_workers in (int(n) for n in args.num_workers.split(",")):

@@ -24,6 +24,13 @@ _LAZY: dict[str, str] = {
     "CaptioningPackingTaskEncoder": "energon_pack.task_encoders",
     "SFTPackingTaskEncoder": "energon_pack.task_encoders",
     "seeded_stateless": "energon_pack.task_encoders",
+    "PackingConfig": "energon_pack.task_encoders",
+    "PackingStats": "energon_pack.task_encoders",
+    "SeedSource": "energon_pack.task_encoders",
+    "OverlongSampleError": "energon_pack.task_encoders",
+    "pack_documents": "energon_pack.samples",
+    "collate_packs": "energon_pack.samples",
+    "document_metadata": "energon_pack.metadata",
 }
 
 __all__ = ["ALGORITHMS", "pack_lengths", "__version__", *_LAZY]

@@ -33,9 +33,7 @@ def test_every_sample_once_and_the_corrupt_image_is_skipped(
     enc = encoder(tokenizer_dir, image_processor, algorithm=algorithm, overlong="drop")
     packs = list(make_loader(captioning_dataset.path, enc, packing_buffer_size=8))
     # The corrupt image is a per-sample error: energon's handler logged it and went on.
-    assert_each_sample_once(
-        packs, captioning_dataset.keys, dropped=[BAD, *enc.stats.dropped_keys]
-    )
+    assert_each_sample_once(packs, captioning_dataset.keys, dropped=[BAD, *enc.stats.dropped_keys])
     # energon's default handler prints the error with the sample's sources to stdout.
     assert f"sample {BAD!r}: the image bytes cannot be decoded" in capsys.readouterr().out
     assert all(len(p.tokens) <= CAPTION_PACK_SIZE for p in packs)
@@ -81,8 +79,9 @@ def test_image_tokens_come_from_the_processor_worked_example(tokenizer_dir, imag
     pil = Image.open(io.BytesIO(sample.image)).convert("RGB")
     tensor = torch.from_numpy(np.array(pil)).permute(2, 0, 1)
     for image in (pil, tensor, tensor.float() / 255):
-        (again,) = list(enc.encode_sample(CaptioningSample.derive_from(sample, image=image,
-                                                                        caption="a seed")))
+        (again,) = list(
+            enc.encode_sample(CaptioningSample.derive_from(sample, image=image, caption="a seed"))
+        )
         assert torch.equal(again.tokens, doc.tokens)
         assert torch.allclose(again.pixel_values, doc.pixel_values, atol=1e-5)
 

@@ -104,8 +104,12 @@ def test_add_bos_eos_switches(tokenizer_dir, tokenizer) -> None:
 
     sample = TextSample(__key__="x", __restore_key__=(), text="the model")
     body = tokenizer.encode("the model", add_special_tokens=False)
-    for bos, eos, want in [(True, True, [BOS, *body, EOS]), (False, True, [*body, EOS]),
-                           (True, False, [BOS, *body]), (False, False, body)]:
+    for bos, eos, want in [
+        (True, True, [BOS, *body, EOS]),
+        (False, True, [*body, EOS]),
+        (True, False, [BOS, *body]),
+        (False, False, body),
+    ]:
         enc = LLMPackingTaskEncoder(tokenizer_dir, pack_size=8, add_bos=bos, add_eos=eos)
         (doc,) = list(enc.encode_sample(sample))
         assert doc.tokens.tolist() == want

@@ -43,12 +43,13 @@ def test_fitting_document_is_returned_unchanged() -> None:
         assert apply_overlong_policy(d, 4, policy, PackingStats()) == [d]
 
 
-def test_truncate_keeps_the_head_and_counts_lost_tokens() -> None:
+def test_truncate_keeps_the_head_counts_and_logs(caplog: pytest.LogCaptureFixture) -> None:
     stats = PackingStats()
     (out,) = apply_overlong_policy(doc(9), 4, "truncate", stats)
     assert out.__key__ == "k"
     assert out.tokens.tolist() == [10, 11, 12, 13]
     assert (stats.truncated, stats.truncated_tokens) == (1, 5)
+    assert "truncated sample 'k' to pack_size=4 (5 tokens lost)" in caplog.text
 
 
 def test_split_makes_numbered_pieces_covering_every_token() -> None:

@@ -14,9 +14,7 @@ BOS, EOS, USER, ASSISTANT = 2, 3, 5, 6  # ids of the test tokenizer's specials
 
 
 def sample(prompt: str, response: str) -> PromptResponseSample:
-    return PromptResponseSample(
-        __key__="s", __restore_key__=(), prompt=prompt, response=response
-    )
+    return PromptResponseSample(__key__="s", __restore_key__=(), prompt=prompt, response=response)
 
 
 def test_chat_template_masks_the_prompt(tokenizer_dir, tokenizer) -> None:
@@ -53,8 +51,11 @@ def test_jsonl_every_sample_once_and_labels_only_on_responses(
     keys = {k.split("#")[0] for p in packs for k in p.sample_keys} | set(enc.stats.dropped_keys)
     assert len(keys) == len(sft_dataset.records) == enc.stats.samples
     assert_each_sample_once(packs, keys, dropped=enc.stats.dropped_keys)
-    response_ids = {tokenizer.convert_tokens_to_ids(w) for r in sft_dataset.records.values()
-                    for w in r["response"].split()} | {EOS}
+    response_ids = {
+        tokenizer.convert_tokens_to_ids(w)
+        for r in sft_dataset.records.values()
+        for w in r["response"].split()
+    } | {EOS}
     n_targets = 0
     for p in packs:
         targets = p.labels[p.labels != -100]

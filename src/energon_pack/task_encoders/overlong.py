@@ -111,8 +111,7 @@ def apply_overlong_policy(
             raise OverlongSampleError(
                 _too_long_error(key, n, pack_size, policy, "its first image alone is too long")
             )
-        stats.truncated += 1
-        stats.truncated_tokens += n - cut
+        stats.record_truncation(key, n - cut, pack_size)
         return [slice_document(doc, 0, cut, key=key)]
     # SPLIT
     pieces: list[Any] = []

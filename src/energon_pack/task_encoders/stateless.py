@@ -64,8 +64,10 @@ class SeedSource(enum.Enum):
 
 def _restore_key(args: tuple[Any, ...]) -> Any:
     for arg in args:
-        key = arg.get("__restore_key__") if isinstance(arg, dict) else getattr(
-            arg, "__restore_key__", None
+        key = (
+            arg.get("__restore_key__")
+            if isinstance(arg, dict)
+            else getattr(arg, "__restore_key__", None)
         )
         if key:
             return key
@@ -162,7 +164,9 @@ def seeded_stateless(
         seed_from: What the seed is derived from besides the worker seed (:class:`SeedSource`).
     """
     if fn is None:
-        return lambda f: seeded_stateless(f, failure_tolerance=failure_tolerance, seed_from=seed_from)
+        return lambda f: seeded_stateless(
+            f, failure_tolerance=failure_tolerance, seed_from=seed_from
+        )
     if failure_tolerance is not None and failure_tolerance < 0:
         raise ValueError(f"failure_tolerance={failure_tolerance} must be >= 0 (0: unlimited).")
     seed_from = SeedSource(seed_from)

@@ -88,6 +88,21 @@ class PackingStats:
         self.dropped_keys.append(key)
         logger.warning("energon_pack dropped sample %r: %s", key, reason)
 
+    def record_truncation(self, key: str, lost_tokens: int, pack_size: int) -> None:
+        """Count a truncated sample; the first one per process is logged at WARNING, the rest
+        at DEBUG (their totals are in every summary line)."""
+        self.truncated += 1
+        self.truncated_tokens += lost_tokens
+        level = logging.WARNING if self.truncated == 1 else logging.DEBUG
+        logger.log(
+            level,
+            "energon_pack truncated sample %r to pack_size=%d (%d tokens lost); further "
+            "truncations are counted in stats.truncated",
+            key,
+            pack_size,
+            lost_tokens,
+        )
+
     def record_pack(self, *, doc_lengths: Sequence[int], capacity: int) -> None:
         """Count one pack of documents with these real lengths in a pack of ``capacity``."""
         tokens = int(sum(doc_lengths))

@@ -73,7 +73,9 @@ class DocumentTokenizer:
         bos = getattr(self.tokenizer, "bos_token_id", None)
         eod = eod_token_id if eod_token_id is not None else self.tokenizer.eos_token_id
         if add_bos and bos is None:
-            raise ValueError("add_bos=True but the tokenizer has no bos_token_id; pass add_bos=False.")
+            raise ValueError(
+                "add_bos=True but the tokenizer has no bos_token_id; pass add_bos=False."
+            )
         if add_eos and eod is None:
             raise ValueError(
                 "add_eos=True but the tokenizer has no eos_token_id; pass eod_token_id=... "

@@ -17,6 +17,12 @@ Run them in your own test suite against your own encoder and dataset; each raise
   fresh loader rebuilds each item, in a shuffled order (so worker seeds cannot leak between
   restores).
 
+With ``num_workers > 0`` and ``repeat=False``, save before any worker's reader has reached the
+end of its share (with packing and shuffle buffers that is well before its last item): energon
+7.4.1 restores such a worker to the start of its share, so the resumed loader repeats samples
+(reproduced with a plain ``DefaultTaskEncoder`` and no packing). Training loaders
+(``repeat=True``) never reach the end.
+
 ``make_loader`` arguments are zero-argument callables that build a *fresh* loader with the same
 arguments each time (see :func:`energon_pack.testing.datasets.make_loader`).
 """

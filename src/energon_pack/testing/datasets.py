@@ -56,8 +56,9 @@ def synthetic_texts(
 ) -> list[str]:
     """``n`` deterministic sentences of ``min_words..max_words`` words drawn from ``words``."""
     if n < 0 or min_words < 0 or max_words < min_words:
-        raise ValueError(f"need n >= 0 and 0 <= min_words <= max_words, got {n}, {min_words}, "
-                         f"{max_words}")
+        raise ValueError(
+            f"need n >= 0 and 0 <= min_words <= max_words, got {n}, {min_words}, {max_words}"
+        )
     rng = random.Random(seed)
     return [
         " ".join(rng.choice(words) for _ in range(rng.randint(min_words, max_words)))
@@ -65,9 +66,7 @@ def synthetic_texts(
     ]
 
 
-def _write_shards(
-    path: Path, samples: Sequence[dict[str, bytes]], samples_per_shard: int
-) -> None:
+def _write_shards(path: Path, samples: Sequence[dict[str, bytes]], samples_per_shard: int) -> None:
     path.mkdir(parents=True, exist_ok=True)
     for shard_start in range(0, len(samples), samples_per_shard):
         with tarfile.open(path / f"shard_{shard_start // samples_per_shard:06d}.tar", "w") as tar:
@@ -177,6 +176,4 @@ def make_loader(
         task_encoder=task_encoder,
         repeat=repeat,
     )
-    return get_savable_loader(
-        dataset, checkpoint_every_sec=0, checkpoint_every_min_n_samples=1
-    )
+    return get_savable_loader(dataset, checkpoint_every_sec=0, checkpoint_every_min_n_samples=1)

@@ -22,7 +22,10 @@ __all__ = ["corrupt_png_bytes", "make_image_processor", "random_png_bytes"]
 
 
 def make_image_processor(
-    *, min_pixels: int = 28 * 28, max_pixels: int = 112 * 112, patch_size: int = 14,
+    *,
+    min_pixels: int = 28 * 28,
+    max_pixels: int = 112 * 112,
+    patch_size: int = 14,
     merge_size: int = 2,
 ) -> Any:
     """A Qwen2-VL image processor built offline (the PIL backend when torchvision is absent)."""

@@ -56,9 +56,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def make_tokenizer(
-    path: Path | str, texts: Sequence[str], *, chat_template: bool = True
-) -> Path:
+def make_tokenizer(path: Path | str, texts: Sequence[str], *, chat_template: bool = True) -> Path:
     """Train a word-level tokenizer on ``texts`` and save it (transformers format) to ``path``."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast

@@ -19,13 +19,13 @@ ATTENTION_ONLY = CostModel(token=0.0, attention=1.0)
 
 
 def test_worked_example_from_docstring() -> None:
-    # BFD: {6, 4} (36 + 16 = 52) and {2, 2, 2, 2} (16). The re-split keeps 2 + 2 in reserve,
-    # puts 6 on A and 4, 2, 2 on B, then one reserve 2 on each side: {6, 2} = 40, {4, 2, 2, 2}
-    # = 28 -- the best split that fits capacity 10 ({6, 2, 2} / {4, 2, 2} is 44 / 24).
+    # BFD: {6, 4} (36 + 16 = 52) and {2, 2, 2, 2} (16), gap 36. Exchanging the 6 for three 2s
+    # moves 36 - 12 = 24: {4, 2, 2, 2} = 28 and {6, 2} = 40, gap 12 -- the best split that fits
+    # capacity 10 (the 4 for two 2s gives 44 / 24; {6} alone leaves 12 tokens for the other).
     lengths = [6, 4, 2, 2, 2, 2]
     assert pack_lengths(lengths, 10, algorithm="best_fit_decreasing") == [[0, 1], [2, 3, 4, 5]]
     bins = pack_lengths(lengths, 10, algorithm="best_fit_decreasing", balance=ATTENTION_ONLY)
-    assert [sorted(b) for b in bins] == [[0, 2], [1, 3, 4, 5]]
+    assert [sorted(b) for b in bins] == [[0, 5], [1, 2, 3, 4]]
     assert ATTENTION_ONLY.pack_costs(bins, lengths).tolist() == [40.0, 28.0]
 
 

@@ -138,10 +138,15 @@ def _reference_best_fit_decreasing(lengths: list[int], capacity: int, cap: int) 
     return bins
 
 
+@pytest.mark.parametrize("small", [0, 10**6])
 @pytest.mark.parametrize("seed", range(6))
-def test_grouped_best_fit_matches_one_by_one_reference(seed: int) -> None:
-    # The fast BFD places runs of equal lengths at once; it must give exactly the bins of
-    # placing them one by one. Few distinct lengths make long runs (the grouped path).
+def test_fast_best_fit_matches_one_by_one_reference(
+    seed: int, small: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both fast paths must give exactly the bins of placing samples one by one: the bitset
+    # buckets with runs of equal lengths placed at once (SMALL=0), and the sorted room keys
+    # (SMALL large). Few distinct lengths make long runs.
+    monkeypatch.setattr("energon_pack.algorithms._best_fit.SMALL", small)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 700))
     values = rng.integers(1, 200, size=8)

@@ -22,17 +22,27 @@ the tightest pack with room ``r >= x`` takes one sample of length ``x``, its new
 is tighter still, so it takes ``r // x`` of them in a row; and when no pack has room, each new
 pack takes ``C // x`` of them. With lengths ``[3] * 7`` and capacity 10 that is two steps (two
 packs of three, one of one) instead of seven; on real length distributions (many repeats among
-``C`` possible values) it halves the time for 100k lengths.
+``C`` possible values) it halves the time for 100k lengths. Up to ``SMALL`` lengths a sorted
+list of room keys searched with ``bisect`` does the same with less fixed work per sample.
 """
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
-__all__ = ["best_fit_decreasing", "best_fit_groups", "sorted_groups"]
+__all__ = [
+    "best_fit_decreasing",
+    "best_fit_decreasing_rooms",
+    "best_fit_groups",
+    "best_fit_keys",
+    "sorted_groups",
+]
 
-#: Below this many lengths, sorting and grouping in pure Python is cheaper than NumPy.
-SMALL = 512
+#: Up to this many lengths, a sorted list of room keys with bisect beats the bitset buckets
+#: (less fixed work per sample: ~35 us for 64 lengths instead of ~70 us).
+SMALL = 1024
 
 
 def sorted_groups(lengths: np.ndarray) -> tuple[list[int], list[int], list[int]]:
@@ -42,25 +52,45 @@ def sorted_groups(lengths: np.ndarray) -> tuple[list[int], list[int], list[int]]
     holds ``order[starts[g]:starts[g + 1]]``, all of length ``values[g]``.
     """
     n = int(lengths.size)
-    if n <= SMALL:
-        vals = lengths.tolist()
-        order = sorted(range(n), key=lambda i: -vals[i])
-        values: list[int] = []
-        starts: list[int] = []
-        prev = -1
-        for p, i in enumerate(order):
-            v = vals[i]
-            if v != prev:
-                values.append(v)
-                starts.append(p)
-                prev = v
-        starts.append(n)
-        return order, values, starts
     order_arr = np.argsort(-lengths, kind="stable")
     sv = lengths[order_arr]
     bounds = np.flatnonzero(sv[1:] != sv[:-1]) + 1
     starts_arr = np.concatenate(([0], bounds, [n]))
     return order_arr.tolist(), sv[starts_arr[:-1]].tolist(), starts_arr.tolist()
+
+
+def best_fit_keys(
+    order: list[int], values: list[int], capacity: int, max_samples_per_pack: int | None
+) -> tuple[list[list[int]], list[int]]:
+    """Best fit over ``values`` (in ``order``) with a sorted list of ``(room, -stamp, bin)``.
+
+    ``bisect`` finds the tightest room ``>= x``; ``-stamp`` puts the most recently filled pack
+    first among equal rooms, the same tie rule as :func:`best_fit_groups`. Returns the bins and
+    each bin's room.
+    """
+    cap_count = max_samples_per_pack or len(order) or 1
+    keys: list[tuple[int, int, int]] = []
+    bins: list[list[int]] = []
+    rooms: list[int] = []
+    stamp = 0
+    for idx, x in zip(order, values):
+        stamp += 1
+        k = bisect.bisect_left(keys, (x,))
+        if k < len(keys):
+            room, _, b = keys.pop(k)
+            members = bins[b]
+            members.append(idx)
+        else:
+            b = len(bins)
+            members = [idx]
+            bins.append(members)
+            rooms.append(capacity)
+            room = capacity
+        room -= x
+        rooms[b] = room
+        if room and len(members) < cap_count:
+            bisect.insort(keys, (room, -stamp, b))
+    return bins, rooms
 
 
 def best_fit_groups(
@@ -175,11 +205,23 @@ def best_fit_groups(
     return bins, rooms
 
 
+def best_fit_decreasing_rooms(
+    lengths: np.ndarray, capacity: int, max_samples_per_pack: int | None = None
+) -> tuple[list[list[int]], list[int]]:
+    """Best-fit decreasing bins and each bin's room (the fastest path for the input size)."""
+    n = int(lengths.size)
+    if n <= SMALL:
+        vals = lengths.tolist()
+        order = sorted(range(n), key=vals.__getitem__, reverse=True)  # stable
+        return best_fit_keys(order, [vals[i] for i in order], capacity, max_samples_per_pack)
+    order, values, starts = sorted_groups(lengths)
+    return best_fit_groups(order, values, starts, capacity, max_samples_per_pack)
+
+
 def best_fit_decreasing(
     lengths: np.ndarray, capacity: int, max_samples_per_pack: int | None = None
 ) -> list[list[int]]:
     """Best-fit over the samples sorted longest first (stable)."""
     if lengths.size == 0:
         return []
-    order, values, starts = sorted_groups(lengths)
-    return best_fit_groups(order, values, starts, capacity, max_samples_per_pack)[0]
+    return best_fit_decreasing_rooms(lengths, capacity, max_samples_per_pack)[0]

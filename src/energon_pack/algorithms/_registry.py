@@ -63,7 +63,9 @@ ALGORITHMS: dict[str, PackingAlgorithm] = {
     "balanced": balanced,
 }
 
-#: The algorithm ``pack_lengths`` uses when none is named: the fullest packs within the speed bar.
+#: The algorithm ``pack_lengths`` uses when none is named: BFD plus a bounded repair, a few
+#: milliseconds above BFD. ``best_fit_decreasing_search`` packs fuller at about 2-3x the time;
+#: ``balanced`` evens out the packs' compute cost at the same fill.
 DEFAULT_ALGORITHM = "best_fit_decreasing_repair"
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from energon_pack.algorithms._best_fit import best_fit_groups, sorted_groups
+from energon_pack.algorithms._best_fit import best_fit_decreasing_rooms
 from energon_pack.algorithms._bounds import martello_toth_l2
 
 __all__ = [
@@ -202,8 +202,7 @@ def best_fit_decreasing_repair(
     """Best-fit decreasing, then :func:`repair_packs` with :data:`DEFAULT_EFFORT`."""
     if lengths.size == 0:
         return []
-    order, values, starts = sorted_groups(lengths)
-    bins, rooms = best_fit_groups(order, values, starts, capacity, max_samples_per_pack)
+    bins, rooms = best_fit_decreasing_rooms(lengths, capacity, max_samples_per_pack)
     return repair_packs(bins, rooms, lengths, capacity, max_samples_per_pack, DEFAULT_EFFORT)
 
 
@@ -213,8 +212,7 @@ def best_fit_decreasing_search(
     """The default repair, then more rounds with :data:`SEARCH_EFFORT` (never more packs)."""
     if lengths.size == 0:
         return []
-    order, values, starts = sorted_groups(lengths)
-    bins, rooms = best_fit_groups(order, values, starts, capacity, max_samples_per_pack)
+    bins, rooms = best_fit_decreasing_rooms(lengths, capacity, max_samples_per_pack)
     for effort in (DEFAULT_EFFORT, SEARCH_EFFORT):
         bins, rooms = _repair_rounds(bins, rooms, lengths, capacity, max_samples_per_pack, effort)
     return bins

@@ -5,7 +5,9 @@
 ``num_workers=0``) through :class:`~energon_pack.task_encoders.LLMPackingTaskEncoder` with the
 given pack size, buffer, algorithm, over-long policy and carry-over, and records
 
-* every document's token length in read order (measured by the encoder, never estimated),
+* every document's token length in the dataset's order (measured by the encoder, never
+  estimated; one epoch, no shuffling, so ``simulate`` on the dataset's lengths in file order
+  replays exactly what the loader did),
 * every pack the loader emitted (fill, documents),
 
 then replays the lengths through :func:`energon_pack.algorithms.simulate` (the same buffer
@@ -45,20 +47,13 @@ BUFFER_CANDIDATES: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024, 2048, 409
 
 
 class _MeasuringEncoder(LLMPackingTaskEncoder):
-    """Records each document's token length in read order; skips samples past ``limit``."""
+    """Records each document's token length in read order."""
 
-    def __init__(self, tokenizer: Any, *, limit: int | None, **packing: Any) -> None:
+    def __init__(self, tokenizer: Any, **packing: Any) -> None:
         super().__init__(tokenizer, **packing)
-        self.limit = limit
-        self.seen = 0
         self.lengths: list[int] = []
 
     def encode_document(self, sample: Any) -> Any:
-        from megatron.energon import SkipSample
-
-        if self.limit is not None and self.seen >= self.limit:
-            raise SkipSample()
-        self.seen += 1
         doc = super().encode_document(sample)
         if len(doc.tokens):
             self.lengths.append(len(doc.tokens))
@@ -173,6 +168,39 @@ def recommend_buffer_size(
     return None, sweep
 
 
+def _dataset_order_loader(path: Path, encoder: Any, buffer_size: int, limit: int | None) -> Any:
+    """One epoch in the dataset's own order: no shuffle buffer and, unlike energon's default
+    for training, no shuffling of shard slices (``shuffle_over_epochs_multiplier=None``)
+    and one shard read at a time (``parallel_shard_iters=1``). ``limit``: only the first
+    ``limit`` samples (energon's ``DatasetSubset``; the rest is never read)."""
+    from megatron.energon import WorkerConfig, get_loader, get_train_dataset
+    from megatron.energon.flavors.webdataset.structs import DatasetSubset
+
+    def build(subset: Any) -> Any:
+        return get_train_dataset(
+            str(path),
+            worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
+            batch_size=None,
+            packing_buffer_size=buffer_size,
+            shuffle_buffer_size=None,
+            max_samples_per_sequence=None,
+            shuffle_over_epochs_multiplier=None,
+            parallel_shard_iters=1,
+            task_encoder=encoder,
+            repeat=False,
+            subset=subset,
+        )
+
+    if limit is None:
+        return get_loader(build(None))
+    try:
+        return get_loader(build(DatasetSubset(absolute_range=(0, limit))))
+    except AssertionError as exc:  # energon: the limit is past the end of the dataset
+        if "Subset samples" not in str(exc):
+            raise
+        return get_loader(build(None))
+
+
 def analyze_dataset(
     dataset: Path | str,
     tokenizer: Any,
@@ -192,27 +220,24 @@ def analyze_dataset(
         dataset: An energon dataset (webdataset dir, or a prepared ``.jsonl`` with ``text``).
         tokenizer: A transformers tokenizer or a local tokenizer directory.
         pack_size, buffer_size, algorithm, overlong, carry_over: As in the encoder / loader.
-        limit: Read only the first ``limit`` samples (the rest are skipped unread).
+        limit: Read only the first ``limit`` samples (the rest is never read).
         target_fill: Fill the recommended buffer must reach (capped at the bound).
         progress: Show a tqdm bar over packs on stderr.
     """
     from tqdm import tqdm
-
-    from energon_pack.testing.datasets import make_loader
 
     if limit is not None and limit < 1:
         raise ValueError(f"limit={limit} must be >= 1 (or None for the whole dataset).")
     overlong = OverlongPolicy(overlong)
     encoder = _MeasuringEncoder(
         tokenizer,
-        limit=limit,
         pack_size=pack_size,
         algorithm=algorithm,
         overlong=overlong,
         carry_over=carry_over,
         log_every=0,
     )
-    loader = make_loader(Path(dataset), encoder, packing_buffer_size=buffer_size, repeat=False)
+    loader = _dataset_order_loader(Path(dataset), encoder, buffer_size, limit)
     pack_fills: list[float] = []
     tokens = documents = 0
     # energon asks torch for pinned memory; on a CPU-only machine torch warns about it.

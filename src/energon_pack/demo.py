@@ -39,7 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DemoConfig", "DemoReport", "naive_padding_fill", "run_demo", "stdlib_documents"]
+__all__ = [
+    "DemoConfig",
+    "DemoReport",
+    "compare_continuation",
+    "naive_padding_fill",
+    "run_demo",
+    "stdlib_documents",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,7 +105,8 @@ class DemoReport:
     loss_first: float
     loss_last: float
     train_tokens_per_s: float
-    loader_ms_per_pack: float
+    loader_first_batch_s: float  #: start-up: reading-buffer fill, shards opened
+    loader_ms_per_pack: float  #: steady state, after the first batch
     resume_checked: int  #: batches compared after the restore
     resume_ok: bool
     resume_detail: str = ""
@@ -125,11 +133,14 @@ class DemoReport:
             f"  over-long       split {self.split} (into {self.split_pieces} pieces), "
             f"truncated {self.truncated}, dropped {self.dropped}",
             f"  training        {c.steps} steps x {c.batch_size} packs, loss "
-            f"{self.loss_first:.2f} -> {self.loss_last:.2f}, "
-            f"{self.train_tokens_per_s:,.0f} real tokens/s (loader {self.loader_ms_per_pack:.1f} "
-            "ms/pack)",
+            f"{self.loss_first:.2f} -> {self.loss_last:.2f} (last-5 mean), "
+            f"{self.train_tokens_per_s:,.0f} real tokens/s",
+            f"  loader          first batch {self.loader_first_batch_s:.2f} s, then "
+            f"{self.loader_ms_per_pack:.1f} ms/pack",
             f"  resume          {verdict}: {self.resume_checked} batches after the saved state "
             f"{'identical (keys and tokens)' if self.resume_ok else 'differ'}{detail}",
+            "  phases          "
+            + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.timings.items()),
             f"  files           {self.out}"
             + ("" if c.out is not None else " (temporary, removed; pass --out DIR to keep)"),
         ]
@@ -208,11 +219,43 @@ def _make_loader(dataset: Path, tokenizer: Path, config: DemoConfig) -> tuple[An
     return encoder, loader
 
 
-def _compare(reference: list[tuple[list[str], Any]], resumed: Iterator[Any]) -> tuple[int, str]:
+#: Written into ``--out`` so that a rerun may replace what an earlier demo wrote there.
+MARKER = ".energon-pack-demo"
+
+
+def _claim_output_dir(out: Path) -> None:
+    """Create ``out``; clear an earlier demo's files there, refuse anything else."""
+    ours = ("dataset", "tokenizer", "loader_state.pt")
+    if out.exists() and any((out / name).exists() for name in ours):
+        if not (out / MARKER).exists():
+            raise ValueError(
+                f"{out} already holds {'/'.join(ours)} not written by the demo; "
+                "pass a new or empty --out directory."
+            )
+        for name in ours:
+            target = out / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by energon-pack demo; safe to delete\n")
+
+
+def compare_continuation(
+    reference: list[tuple[list[str], Any]], resumed: Iterator[Any]
+) -> tuple[int, str]:
+    """Compare the batches of ``resumed`` with ``reference`` (``(keys, tokens)`` per batch).
+
+    Returns ``(len(reference), "")`` when every batch matches, else ``(index of the first
+    mismatch, what differs)``.
+    """
     import torch
 
     for i, (keys, tokens) in enumerate(reference):
-        batch = next(resumed)
+        batch = next(resumed, None)
+        if batch is None:
+            return i, f"batch {i}: the restored loader ended early"
         if list(batch.__key__) != keys:
             return i, f"batch {i}: keys {list(batch.__key__)[:2]}... != {keys[:2]}..."
         if not torch.equal(batch.tokens, tokens):
@@ -229,9 +272,10 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
     from energon_pack.tokenizer_training import train_bpe_tokenizer
 
     bar = _progress(config.progress)
+    threads = torch.get_num_threads()
     timings: dict[str, float] = {}
     out = Path(config.out) if config.out is not None else Path(tempfile.mkdtemp(prefix="ep-demo-"))
-    out.mkdir(parents=True, exist_ok=True)
+    _claim_output_dir(out)
     try:
         t0 = time.perf_counter()
         echo(f"[1/5] reading standard-library sources ({config.documents} documents)")
@@ -253,6 +297,9 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
         t0 = time.perf_counter()
         echo(f"[4/5] training a tiny Llama for {config.steps} steps on packed batches")
         torch.manual_seed(config.seed)
+        # One intra-op thread: the loader runs in this process too (num_workers=0), and on a
+        # busy 2-core machine two spinning OpenMP threads are 2-3x slower than one.
+        torch.set_num_threads(1)
         model = tiny_causal_lm(
             len(tokenizer), seed=config.seed, max_position_embeddings=config.pack_size
         ).train()
@@ -263,7 +310,7 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
         reference: list[tuple[list[str], Any]] = []
         losses: list[float] = []
         real_tokens = 0
-        loader_s = model_s = 0.0
+        loader_s = model_s = first_batch_s = 0.0
         it = iter(loader)
         for step in bar(range(config.steps), desc="train", unit="step"):
             if step == save_at:
@@ -271,6 +318,8 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
             t = time.perf_counter()
             batch = next(it)
             loader_s += time.perf_counter() - t
+            if step == 0:
+                first_batch_s = loader_s
             if step >= save_at:
                 reference.append((list(batch.__key__), batch.tokens.clone()))
             t = time.perf_counter()
@@ -289,9 +338,10 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
         _, fresh = _make_loader(dataset, tok_dir, config)
         fresh.restore_state_rank(torch.load(state_file, weights_only=False))
         resumed = bar(fresh, desc="resume", unit="batch", total=len(reference))
-        checked, detail = _compare(reference, iter(resumed))
+        checked, detail = compare_continuation(reference, iter(resumed))
         timings["resume"] = time.perf_counter() - t0
     finally:
+        torch.set_num_threads(threads)
         if config.out is None:
             shutil.rmtree(out, ignore_errors=True)
     packs = config.steps * config.batch_size
@@ -311,7 +361,8 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
         loss_first=losses[0],
         loss_last=sum(losses[-5:]) / len(losses[-5:]),
         train_tokens_per_s=real_tokens / (loader_s + model_s),
-        loader_ms_per_pack=1e3 * loader_s / packs,
+        loader_first_batch_s=first_batch_s,
+        loader_ms_per_pack=1e3 * (loader_s - first_batch_s) / (packs - config.batch_size),
         resume_checked=checked,
         resume_ok=not detail and checked == len(reference),
         resume_detail=detail,

@@ -17,10 +17,11 @@ from energon_pack.cli.make_dataset import command as make_dataset
 from energon_pack.testing.datasets import synthetic_texts
 
 
-def _dataset(tmp_path: Path, texts: list[str], name: str) -> Path:
+def _dataset(tmp_path: Path, texts: list[str], name: str, per_shard: int = 1000) -> Path:
     src = tmp_path / f"{name}.jsonl"
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    res = CliRunner().invoke(make_dataset, [str(tmp_path / name), str(src)])
+    args = [str(tmp_path / name), str(src), "--samples-per-shard", str(per_shard)]
+    res = CliRunner().invoke(make_dataset, args)
     assert res.exit_code == 0, res.output
     return tmp_path / name
 
@@ -45,6 +46,9 @@ def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
     # --limit 2 reads "the the the" and "a" only: one full pack.
     out = _analyze(*common, "--buffer-size", "4", "--limit", "2")
     assert (out["packs"], out["samples_in"], out["fill"]) == (1, 2, 1.0)
+    # A limit past the end of the dataset reads everything.
+    out = _analyze(*common, "--buffer-size", "4", "--limit", "99")
+    assert (out["packs"], out["samples_in"]) == (2, 4)
 
 
 def test_overlong_counts(tmp_path: Path, tokenizer_dir: Path) -> None:
@@ -66,7 +70,7 @@ def test_fill_matches_simulate_on_the_same_lengths(
     tmp_path: Path, tokenizer_dir: Path, tokenizer, carry: bool, buffer: int
 ) -> None:
     texts = synthetic_texts(300, seed=3, min_words=1, max_words=45)
-    ds = _dataset(tmp_path, texts, "synthetic")
+    ds = _dataset(tmp_path, texts, "synthetic", per_shard=64)  # 5 shards
     args = [str(ds), "--tokenizer", str(tokenizer_dir), "--pack-size", "32"]
     args += ["--buffer-size", str(buffer)] + (["--carry-over"] if carry else [])
     out = _analyze(*args)
@@ -76,6 +80,7 @@ def test_fill_matches_simulate_on_the_same_lengths(
     assert out["samples_in"] == 300 and out["tokens"] == sim.tokens
     assert abs(out["fill"] - sim.fill) <= 0.002, (out["fill"], sim.fill)
     assert out["packs"] == sim.packs
+    assert out["simulated_fill"] == sim.fill  # analyze's own replay saw the same order
 
 
 def test_recommendation_and_plot(tmp_path: Path, tokenizer_dir: Path) -> None:
@@ -84,8 +89,17 @@ def test_recommendation_and_plot(tmp_path: Path, tokenizer_dir: Path) -> None:
     png = tmp_path / "analysis.png"
     res = CliRunner().invoke(
         command,
-        [str(ds), "--tokenizer", str(tokenizer_dir), "--pack-size", "32", "--buffer-size", "2",
-         "--plot", str(png)],
+        [
+            str(ds),
+            "--tokenizer",
+            str(tokenizer_dir),
+            "--pack-size",
+            "32",
+            "--buffer-size",
+            "2",
+            "--plot",
+            str(png),
+        ],
     )
     assert res.exit_code == 0, res.output
     assert "recommended buffer" in res.output and "with --carry-over" in res.output
@@ -98,3 +112,30 @@ def test_recommend_buffer_size_literal() -> None:
     best, sweep = recommend_buffer_size(lengths, 512, target_fill=0.97, candidates=(1, 4, 8))
     # Buffer 1 and 4 ([300]*4 alone) give 8 and 6 packs; buffer 8 gives 4 packs of 500 tokens.
     assert (best, sweep) == (8, {1: 2000 / (8 * 512), 4: 2000 / (6 * 512), 8: 2000 / 2048})
+
+
+def test_crude_jsonl_dataset_keeps_stdout_clean(jsonl_text_dataset, tokenizer_dir: Path) -> None:
+    # energon prints the shard slices of a JSONL dataset; --json output must stay one object.
+    out = _analyze(
+        str(jsonl_text_dataset.path),
+        "--tokenizer",
+        str(tokenizer_dir),
+        "--pack-size",
+        "32",
+        "--buffer-size",
+        "8",
+    )
+    # conftest: 30 records, one of them empty (corpus[5] == "").
+    assert (out["samples_in"], out["empty"]) == (29, 1)
+    limited = _analyze(
+        str(jsonl_text_dataset.path),
+        "--tokenizer",
+        str(tokenizer_dir),
+        "--pack-size",
+        "32",
+        "--buffer-size",
+        "8",
+        "--limit",
+        "10",
+    )
+    assert (limited["samples_in"], limited["empty"]) == (9, 1)  # records 0..9, #5 empty

@@ -39,8 +39,16 @@ def test_txt_and_jsonl_become_a_text_sample_dataset(tmp_path: Path) -> None:
     _jsonl(src / "b.jsonl", [{"body": "second"}, {"body": ""}, {"body": "third", "id": 3}])
     out = tmp_path / "ds"
     res = CliRunner().invoke(
-        command, [str(out), str(src / "a.txt"), str(src / "b.jsonl"), "--field", "body",
-                  "--samples-per-shard", "2"]
+        command,
+        [
+            str(out),
+            str(src / "a.txt"),
+            str(src / "b.jsonl"),
+            "--field",
+            "body",
+            "--samples-per-shard",
+            "2",
+        ],
     )
     assert res.exit_code == 0, res.output
     # 3 documents (the empty string is skipped and counted) in ceil(3 / 2) = 2 shards.

@@ -5,11 +5,12 @@ Streams one epoch of an energon dataset through ``LLMPackingTaskEncoder`` (see
 :mod:`energon_pack.analysis`) and prints fill, packs, documents per pack, over-long counts and
 the smallest buffer that reaches 99% fill::
 
-    $ energon-pack analyze data/ --tokenizer tok/ --pack-size 4096 --buffer-size 64
-    fill                96.41%   (simulate 96.41%, bound 99.97%)
-    packs               6840   (27,960,113 tokens)
+    $ energon-pack analyze demo/dataset --tokenizer demo/tokenizer --pack-size 512 --buffer-size 16
+    fill                88.53%   (simulate 88.53%, bound 100.00%)
+    packs               715   (324,083 tokens)
     ...
-    recommended buffer  256 (simulated fill 99.12% >= 99.00%)
+    recommended buffer  256 (simulated fill 99.21% >= 99.00%)
+    with --carry-over   97.83% at this buffer
 
 ``--json`` prints one object (``fill``, ``packs``, ``tokens``, ``samples_in``, ``samples_out``,
 ...); ``--plot FILE.png`` writes the length histogram and the fill distribution (matplotlib).
@@ -17,8 +18,10 @@ the smallest buffer that reaches 99% fill::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -78,17 +81,19 @@ def command(
     from energon_pack.analysis import analyze_dataset, plot_analysis
 
     try:
-        result = analyze_dataset(
-            dataset,
-            str(tokenizer),
-            pack_size=pack_size,
-            buffer_size=buffer_size,
-            algorithm=algorithm,
-            overlong=overlong,
-            carry_over=CarryOver() if carry_over else None,
-            limit=limit,
-            progress=not as_json,
-        )
+        # energon prints shard slices to stdout; keep stdout for the report (and --json).
+        with contextlib.redirect_stdout(sys.stderr):
+            result = analyze_dataset(
+                dataset,
+                str(tokenizer),
+                pack_size=pack_size,
+                buffer_size=buffer_size,
+                algorithm=algorithm,
+                overlong=overlong,
+                carry_over=CarryOver() if carry_over else None,
+                limit=limit,
+                progress=not as_json,
+            )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     if result.packs == 0:

@@ -267,7 +267,7 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
     """Run the demo (see the module docstring) and return its report."""
     import torch
 
-    from energon_pack.testing.datasets import make_text_dataset
+    from energon_pack.datasets import make_text_dataset
     from energon_pack.testing.models import tiny_causal_lm
     from energon_pack.tokenizer_training import train_bpe_tokenizer
 

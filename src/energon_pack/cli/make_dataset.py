@@ -115,7 +115,7 @@ def command(out: Path, inputs: tuple[Path, ...], field: str, samples_per_shard: 
         docs, empty = read_documents(inputs, field=field)
     except (ValueError, UnicodeDecodeError) as exc:
         raise click.ClickException(str(exc)) from exc
-    from energon_pack.testing.datasets import make_text_dataset
+    from energon_pack.datasets import make_text_dataset
 
     make_text_dataset(out, docs, samples_per_shard=samples_per_shard)
     shards = -(-len(docs) // samples_per_shard)

@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Write energon datasets from Python: tar shards + energon's own ``prepare`` command.
+
+``energon-pack make-dataset`` and the demo use these; so do the test helpers in
+:mod:`energon_pack.testing.datasets`. Every writer produces WebDataset tar shards (the files of
+one sample share a basename and are adjacent: ``000001.png``, ``000001.txt``) or a JSONL file,
+then runs ``energon prepare`` in-process, exactly as a user would on the command line::
+
+    make_text_dataset(out, ["first document", "second document"], samples_per_shard=1)
+    # out/shard_000000.tar: 000000.txt     out/shard_000001.tar: 000001.txt
+    # out/.nv-meta/{dataset.yaml, split.yaml, .info.json, index.sqlite, index.uuid}
+
+Sample ``i`` gets the key ``f"{i:06d}"`` (:func:`sample_key`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "make_captioning_dataset",
+    "make_jsonl_dataset",
+    "make_text_dataset",
+    "prepare_dataset",
+    "sample_key",
+]
+
+
+def sample_key(index: int) -> str:
+    """The ``__key__`` the helpers give sample ``index``: ``sample_key(7) == "000007"``."""
+    return f"{index:06d}"
+
+
+def _write_shards(path: Path, samples: Sequence[dict[str, bytes]], samples_per_shard: int) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    for shard_start in range(0, len(samples), samples_per_shard):
+        with tarfile.open(path / f"shard_{shard_start // samples_per_shard:06d}.tar", "w") as tar:
+            for i in range(shard_start, min(shard_start + samples_per_shard, len(samples))):
+                for ext, data in samples[i].items():
+                    info = tarfile.TarInfo(f"{sample_key(i)}.{ext}")
+                    info.size = len(data)
+                    info.mtime = 0
+                    tar.addfile(info, io.BytesIO(data))
+
+
+def prepare_dataset(path: Path, *args: str) -> Path:
+    """Run ``energon prepare ARGS PATH`` in-process (no interactive questions); return ``path``."""
+    from megatron.energon.tools.prepare import command
+
+    log = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(log):
+            command.main(args=[*args, str(path)], standalone_mode=False)
+    except SystemExit as e:  # click may still exit on success
+        if e.code not in (0, None):
+            raise RuntimeError(
+                f"energon prepare {' '.join(args)} {path} failed ({e}):\n{log.getvalue()}"
+            ) from e
+    return path
+
+
+def _prepare_webdataset(path: Path, sample_type: str, field_map: dict[str, str]) -> Path:
+    return prepare_dataset(
+        path,
+        "--non-interactive",
+        "--split-ratio",
+        "1,0,0",
+        "--sample-type",
+        sample_type,
+        "--field-map",
+        json.dumps(field_map),
+    )
+
+
+def make_text_dataset(path: Path, texts: Sequence[str], *, samples_per_shard: int = 16) -> Path:
+    """A ``TextSample`` dataset (``txt`` files) at ``path``, sample ``i`` has key ``"{i:06d}"``."""
+    path = Path(path)
+    _write_shards(path, [{"txt": t.encode()} for t in texts], samples_per_shard)
+    return _prepare_webdataset(path, "TextSample", {"text": "txt"})
+
+
+def make_captioning_dataset(
+    path: Path,
+    images: Sequence[bytes],
+    captions: Sequence[str],
+    *,
+    samples_per_shard: int = 8,
+    image_ext: str = "png",
+) -> Path:
+    """A ``CaptioningSample`` dataset: sample ``i`` is ``images[i]`` (encoded bytes) + caption."""
+    if len(images) != len(captions):
+        raise ValueError(f"{len(images)} images but {len(captions)} captions: pass one of each.")
+    path = Path(path)
+    samples = [{image_ext: im, "txt": c.encode()} for im, c in zip(images, captions)]
+    _write_shards(path, samples, samples_per_shard)
+    return _prepare_webdataset(path, "CaptioningSample", {"image": image_ext, "caption": "txt"})
+
+
+def make_jsonl_dataset(path: Path, records: Sequence[dict[str, Any]]) -> Path:
+    """A crude JSONL dataset (one ``json.dumps(record)`` per line) prepared with energon.
+
+    ``path`` is the ``.jsonl`` file; load it with a task encoder that has a ``Cooker``.
+    """
+    path = Path(path)
+    if path.suffix != ".jsonl":
+        raise ValueError(f"{path} must end in .jsonl (energon recognises JSONL by the suffix).")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return prepare_dataset(path)

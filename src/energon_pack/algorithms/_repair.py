@@ -43,6 +43,7 @@ __all__ = [
     "RepairEffort",
     "best_fit_decreasing_repair",
     "best_fit_decreasing_search",
+    "fill_counts",
     "fill_room",
     "repair_packs",
 ]
@@ -76,34 +77,50 @@ DEFAULT_EFFORT = RepairEffort(pool_bins=64, flexible_bins=16, rounds=2)
 SEARCH_EFFORT = RepairEffort(pool_bins=160, flexible_bins=40, rounds=6)
 
 
+def fill_counts(values: list[int], counts: list[int], room: int) -> list[int]:
+    """Copies of each value to take for the largest total ``<= room`` (exact bounded subset sum).
+
+    ``values[g]`` is available ``counts[g]`` times. One Python int is the bitset of the rooms
+    still reachable (bit ``r``: some choice leaves room ``r``), starting from ``1 << room``;
+    ``reach |= reach >> (c * x)`` adds ``c`` copies of ``x`` in two big-int operations, and the
+    copies of a value are added in chunks of 1, 2, 4, ... (every count up to ``counts[g]`` is
+    a sum of chunks), so ``m`` equal values cost about ``log2(m)`` steps instead of ``m``. The
+    scan stops as soon as room 0 is reachable; ties prefer earlier values.
+    ``fill_counts([5, 3], [1, 3], 9) == [0, 3]`` (3 + 3 + 3 = 9).
+    """
+    take = [0] * len(values)
+    if room <= 0:
+        return take
+    reach = 1 << room
+    steps: list[tuple[int, int, int]] = []  # (value position, copies, reach before)
+    for g, x in enumerate(values):
+        m = min(counts[g], room // x)
+        c = 1
+        while m > 0:
+            c = min(c, m)
+            steps.append((g, c, reach))
+            reach |= reach >> (c * x)
+            m -= c
+            c <<= 1
+        if reach & 1:
+            break
+    r = (reach & -reach).bit_length() - 1  # the least room left
+    for g, c, before in reversed(steps):
+        if r == room:
+            break
+        if not (before >> r) & 1:
+            take[g] += c
+            r += c * values[g]
+    return take
+
+
 def fill_room(values: list[int], room: int) -> list[int]:
     """Positions of the subset of ``values`` with the largest sum ``<= room`` (exact).
 
     Ties prefer earlier positions. ``fill_room([5, 4, 3], 7) == [1, 2]`` (4 + 3 = 7).
     """
-    if room <= 0:
-        return []
-    full = (1 << (room + 1)) - 1
-    target = 1 << room
-    reach = 1
-    history: list[int] = []
-    for x in values:
-        history.append(reach)
-        if x > room:
-            continue
-        reach = (reach | (reach << x)) & full
-        if reach & target:
-            break
-    best = reach.bit_length() - 1
-    chosen: list[int] = []
-    for p in range(len(history) - 1, -1, -1):
-        if best == 0:
-            break
-        if not (history[p] >> best) & 1:
-            chosen.append(p)
-            best -= values[p]
-    chosen.reverse()
-    return chosen
+    take = fill_counts(values, [1] * len(values), room)
+    return [p for p, t in enumerate(take) if t]
 
 
 def _repack_pool(
@@ -111,30 +128,51 @@ def _repack_pool(
 ) -> list[list[int]] | None:
     """Re-pack ``(length, index)`` pairs: longest first, each pack topped up exactly.
 
-    Returns ``None`` as soon as the result cannot fit in ``limit`` packs (when given).
+    The pool is kept as runs of equal lengths (longest first, each run's indices reversed so
+    that ``pop()`` gives the smallest), which :func:`fill_counts` takes copies from. Returns
+    ``None`` as soon as the result cannot fit in ``limit`` packs (when given).
     """
     pool = sorted(pool, key=lambda item: (-item[0], item[1]))
-    vals = [x for x, _ in pool]
-    idxs = [i for _, i in pool]
+    vals: list[int] = []  # distinct lengths, longest first
+    runs: list[list[int]] = []  # indices of each length, largest index first
+    for x, i in pool:
+        if vals and vals[-1] == x:
+            runs[-1].append(i)
+        else:
+            vals.append(x)
+            runs.append([i])
+    for run in runs:
+        run.reverse()
     neg = [-x for x in vals]  # ascending, for bisect
-    left = sum(vals)
+    left = sum(x for x, _ in pool)
     bins: list[list[int]] = []
     while vals:
         if limit is not None and len(bins) + -(-left // capacity) > limit:
             return None
-        first_len = vals.pop(0)
+        first_len = vals[0]
         left -= first_len
-        neg.pop(0)
-        members = [idxs.pop(0)]
+        members = [runs[0].pop()]
+        if not runs[0]:
+            del vals[0], neg[0], runs[0]
         room = capacity - first_len
         if cap_count > 1 and room > 0 and vals:
-            k = bisect.bisect_left(neg, -room)  # first sample that fits the room
-            chosen = fill_room(vals[k:], room)[: cap_count - 1]
-            for p in reversed(chosen):
-                left -= vals[k + p]
-                members.append(idxs.pop(k + p))
-                del vals[k + p], neg[k + p]
-            members[1:] = members[:0:-1]
+            k = bisect.bisect_left(neg, -room)  # first length that fits the room
+            take = fill_counts(vals[k:], [len(run) for run in runs[k:]], room)
+            slots = cap_count - 1
+            emptied: list[int] = []
+            for g, t in enumerate(take):
+                if not t or not slots:
+                    continue
+                t = min(t, slots)
+                slots -= t
+                run = runs[k + g]
+                left -= t * vals[k + g]
+                members.extend(run[-1 : -t - 1 : -1])
+                del run[-t:]
+                if not run:
+                    emptied.append(k + g)
+            for g in reversed(emptied):
+                del vals[g], neg[g], runs[g]
         bins.append(members)
     return bins
 

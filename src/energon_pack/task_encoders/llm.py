@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from megatron.energon import Cooker, TextSample, basic_sample_keys, stateless
 
 from energon_pack.samples import EncodedSample
 from energon_pack.task_encoders.base import PackingTaskEncoder
-from energon_pack.task_encoders.tokenization import DocumentTokenizer
+from energon_pack.task_encoders.tokenization import DocumentTokenizer, masked_document
 
 __all__ = ["LLMPackingTaskEncoder", "cook_text"]
 
@@ -75,14 +74,6 @@ class LLMPackingTaskEncoder(PackingTaskEncoder[TextSample]):
     def encode_document(self, sample: TextSample) -> EncodedSample:
         text = sample.text.decode() if isinstance(sample.text, bytes) else sample.text
         body = self.tokenizer.encode_text(text)
-        ids = self.tokenizer.ids
-        if not body:
-            ids_list: list[int] = []
-        else:
-            ids_list = ([ids.bos] if ids.bos is not None else []) + body
-            ids_list += [ids.eod] if ids.eod is not None else []
-        tokens = torch.tensor(ids_list, dtype=torch.int64)
-        loss_mask = torch.ones(len(ids_list), dtype=torch.bool)
-        if ids.bos is not None and ids_list:
-            loss_mask[0] = False
+        # Text that tokenizes to nothing is an empty document (dropped), not ``BOS EOD``.
+        tokens, loss_mask = self.tokenizer.document([], body) if body else masked_document([], [])
         return EncodedSample.derive_from(sample, tokens=tokens, loss_mask=loss_mask)

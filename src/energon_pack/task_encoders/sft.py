@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from megatron.energon import Cooker, Sample, basic_sample_keys, edataclass, stateless
 
 from energon_pack.samples import EncodedSample
 from energon_pack.task_encoders.base import PackingTaskEncoder
-from energon_pack.task_encoders.tokenization import DocumentTokenizer
+from energon_pack.task_encoders.tokenization import DocumentTokenizer, masked_document
 
 __all__ = ["PromptResponseSample", "SFTPackingTaskEncoder", "cook_prompt_response"]
 
@@ -117,22 +116,12 @@ class SFTPackingTaskEncoder(PackingTaskEncoder[PromptResponseSample]):
             )
         return prompt, full[len(prompt) :]
 
-    def _plain_ids(self, sample: PromptResponseSample) -> tuple[list[int], list[int]]:
-        ids = self.tokenizer.ids
-        prompt = ([ids.bos] if ids.bos is not None else []) + self.tokenizer.encode_text(
-            sample.prompt
-        )
-        response = self.tokenizer.encode_text(sample.response)
-        response += [ids.eod] if ids.eod is not None else []
-        return prompt, response
-
     def encode_document(self, sample: PromptResponseSample) -> EncodedSample:
-        prompt, response = (
-            self._chat_ids(sample) if self.use_chat_template else self._plain_ids(sample)
-        )
-        if not response:
-            prompt = []  # nothing to learn: an empty document, dropped and counted
-        tokens = torch.tensor(prompt + response, dtype=torch.int64)
-        loss_mask = torch.zeros(len(tokens), dtype=torch.bool)
-        loss_mask[len(prompt) :] = True
+        if self.use_chat_template:
+            tokens, loss_mask = masked_document(*self._chat_ids(sample))
+        else:
+            tokens, loss_mask = self.tokenizer.document(
+                self.tokenizer.encode_text(sample.prompt),
+                self.tokenizer.encode_text(sample.response),
+            )
         return EncodedSample.derive_from(sample, tokens=tokens, loss_mask=loss_mask)

@@ -9,6 +9,10 @@ token unless ``eod_token_id`` names another one (some pretraining setups use a d
     DocumentTokenizer(tok, add_bos=False).encode("the cat")     -> [6, 5, 3]
     DocumentTokenizer(tok, add_eos=False).encode("the cat")     -> [2, 6, 5]
 
+:meth:`DocumentTokenizer.document` builds a whole document with its loss mask from a prompt
+(not trained on) and a target: ``document([9], [6, 5])`` -> tokens ``[2, 9, 6, 5, 3]``, loss
+mask ``F F T T T``. The encoders build every document through it.
+
 The EOD token is a prediction target (the model learns to end documents); BOS is not (nothing
 precedes it in the document). A tokenizer is a transformers tokenizer object or the path of a
 local tokenizer directory, loaded with ``local_files_only=True`` (no hub access at run time).
@@ -17,11 +21,14 @@ local tokenizer directory, loaded with ``local_files_only=True`` (no hub access 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DocumentTokenizer", "load_tokenizer"]
+import torch
+
+__all__ = ["DocumentTokenizer", "load_tokenizer", "masked_document"]
 
 
 def load_tokenizer(tokenizer: Any) -> Any:
@@ -42,6 +49,22 @@ def load_tokenizer(tokenizer: Any) -> Any:
             f"tokenizer {tokenizer!r} has no encode(); pass a transformers tokenizer or a path."
         )
     return tokenizer
+
+
+def masked_document(
+    prompt: Sequence[int], target: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(tokens, loss_mask)`` of ``prompt + target`` with the loss on ``target`` only.
+
+    ``([5, 6], [7])`` -> tokens ``[5, 6, 7]``, loss mask ``F F T``. An empty ``target`` leaves
+    nothing to learn: both tensors are empty (the document is dropped and counted).
+    """
+    if not target:
+        prompt = []
+    tokens = torch.tensor([*prompt, *target], dtype=torch.int64)
+    loss_mask = torch.zeros(len(tokens), dtype=torch.bool)
+    loss_mask[len(prompt) :] = True
+    return tokens, loss_mask
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,14 +120,26 @@ class DocumentTokenizer:
         """Token ids of ``text`` without any special token."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
+    def _framed(self, prompt: Sequence[int], target: Sequence[int]) -> tuple[list[int], list[int]]:
+        """``([BOS] + prompt, target + [EOD])`` according to ``add_bos`` / ``add_eos``."""
+        head = [self.ids.bos] if self.ids.bos is not None else []
+        tail = [self.ids.eod] if self.ids.eod is not None else []
+        return [*head, *prompt], [*target, *tail]
+
     def encode(self, text: str) -> list[int]:
         """``[BOS] + encode_text(text) + [EOD]`` according to ``add_bos`` / ``add_eos``."""
-        ids = self.encode_text(text)
-        if self.ids.bos is not None:
-            ids.insert(0, self.ids.bos)
-        if self.ids.eod is not None:
-            ids.append(self.ids.eod)
-        return ids
+        head, body = self._framed([], self.encode_text(text))
+        return head + body
+
+    def document(
+        self, prompt: Sequence[int], target: Sequence[int]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(tokens, loss_mask)`` of ``[BOS] + prompt + target + [EOD]``, loss on target + EOD.
+
+        BOS and ``prompt`` are not trained on. Empty tensors when ``target + [EOD]`` is empty
+        (nothing to learn); see :func:`masked_document`.
+        """
+        return masked_document(*self._framed(prompt, target))
 
     def token_id(self, token: str) -> int:
         """The id of a (special) token; ValueError if the vocabulary lacks it."""

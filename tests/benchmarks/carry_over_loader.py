@@ -8,8 +8,8 @@ document of that many tokens exercises exactly the loader's decision path: readi
 selection, carry-over, state). For each buffer size it prints the fill of
 
 * ``simulate``: :func:`energon_pack.algorithms.simulate` on the shuffled lengths (file order),
-* ``loader``: the real energon loader (``num_workers=0``, ``repeat=False``) with
-  :class:`~energon_pack.task_encoders.carry_over.CarryOverPackingDataset`,
+* ``loader``: the real energon loader (``num_workers=0``, ``repeat=False``) with the product's
+  ``PackingTaskEncoder(carry_over=...)`` (:class:`~energon_pack.testing.encoders.LengthTextEncoder`),
 * ``replay``: ``simulate`` on the order in which energon actually read the samples (must equal
   the loader's packs exactly: same planning code),
 
@@ -29,100 +29,24 @@ import time
 from pathlib import Path
 
 import numpy as np
-from megatron.energon import DefaultTaskEncoder, Sample, TextSample, stateless
-from megatron.energon.edataclass import edataclass
 
-from energon_pack.algorithms import CarryOver, apply_overlong, pack_lengths, simulate
-from energon_pack.task_encoders.carry_over import build_packing_dataset
+from energon_pack.algorithms import CarryOver, apply_overlong, simulate
 from energon_pack.testing.datasets import make_loader, make_text_dataset
+from energon_pack.testing.encoders import LengthTextEncoder
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
 PACK_SIZE = 4096
 
 
-@edataclass
-class VirtualDoc(Sample):
-    #: Token count of the document (the text of the source sample).
-    length: int
-
-
-@edataclass
-class LengthPack(Sample):
-    #: Members' keys and lengths, in pack order.
-    member_keys: list[str]
-    lengths: list[int]
-
-
-#: Keys of every buffer handed to ``select_samples_to_pack`` (for ages and the read order).
-SELECTS: list[list[str]] = []
-
-
-def doc_length(sample: VirtualDoc) -> int:
-    return sample.length
-
-
-class LengthEncoder(DefaultTaskEncoder[TextSample, VirtualDoc, LengthPack, LengthPack]):
-    def __init__(self, algorithm: str, carry_over: CarryOver | None) -> None:
-        super().__init__()
-        self.algorithm = algorithm
-        self.carry_over = carry_over
-
-    @stateless
-    def encode_sample(self, sample: TextSample) -> VirtualDoc:
-        return VirtualDoc.derive_from(sample, length=int(sample.text))
-
-    def select_samples_to_pack(self, samples: list[VirtualDoc]) -> list[list[VirtualDoc]]:
-        SELECTS.append([s.__key__ for s in samples])
-        bins = pack_lengths([s.length for s in samples], PACK_SIZE, algorithm=self.algorithm)
-        return [[samples[i] for i in b] for b in bins]
-
-    @stateless
-    def pack_selected_samples(self, samples: list[VirtualDoc]) -> LengthPack:
-        return LengthPack(
-            __key__=",".join(s.__key__ for s in samples),
-            __restore_key__=(),
-            member_keys=[s.__key__ for s in samples],
-            lengths=[s.length for s in samples],
-        )
-
-    def build_batch(
-        self,
-        dataset,
-        *,
-        batch_size,
-        batch_drop_last=False,
-        packing_buffer_size=None,
-        worker_config,
-    ):
-        if self.carry_over is not None and packing_buffer_size is not None:
-            dataset = build_packing_dataset(
-                self,
-                dataset,
-                packing_buffer_size=packing_buffer_size,
-                worker_config=worker_config,
-                carry_over=self.carry_over,
-                pack_size=PACK_SIZE,
-                sample_length=doc_length,
-            )
-            packing_buffer_size = None
-        return super().build_batch(
-            dataset,
-            batch_size=batch_size,
-            batch_drop_last=batch_drop_last,
-            packing_buffer_size=packing_buffer_size,
-            worker_config=worker_config,
-        )
-
-
 def run_loader(path: Path, buffer: int, algorithm: str, carry: CarryOver | None):
-    SELECTS.clear()
-    encoder = LengthEncoder(algorithm, carry)
+    # The product's PackingTaskEncoder with carry_over; it records every buffer it packs.
+    encoder = LengthTextEncoder(pack_size=PACK_SIZE, algorithm=algorithm, carry_over=carry)
     start = time.perf_counter()
     packs = list(make_loader(path, encoder, packing_buffer_size=buffer))
     seconds = time.perf_counter() - start
     seen: dict[str, int] = {}
     order: list[str] = []
-    for buf in SELECTS:
+    for buf in encoder.selections:
         for key in buf:
             if key not in seen:
                 order.append(key)
@@ -132,7 +56,7 @@ def run_loader(path: Path, buffer: int, algorithm: str, carry: CarryOver | None)
 
 
 def fill_of(packs) -> float:
-    return sum(sum(p.lengths) for p in packs) / (len(packs) * PACK_SIZE)
+    return sum(sum(p.doc_lengths) for p in packs) / (len(packs) * PACK_SIZE)
 
 
 def main() -> int:
@@ -182,7 +106,7 @@ def main() -> int:
                     algorithm=args.algorithm,
                     carry_over=carry,
                 )
-                assert sorted(k for p in packs for k in p.member_keys) == sorted(by_key)
+                assert sorted(k for p in packs for k in p.sample_keys) == sorted(by_key)
                 loader_fill = fill_of(packs)
                 print(
                     f"{buffer:>6} {'on' if carry else 'off':>5} {sim.fill:>9.2%} "

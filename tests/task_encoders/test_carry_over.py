@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Carry-over packing through real energon loaders.
 
-A toy encoder (one token per character, packs of 64 tokens) over 150 TextSamples of 1..40
-characters, buffer 8, ``CarryOver(min_fill=0.9, max_carry_fraction=0.5, max_age=2)``: every
+The product's ``PackingTaskEncoder`` (as :class:`~energon_pack.testing.encoders.LengthTextEncoder`:
+sample text ``"n"`` is a document of n tokens; packs of 64 tokens) over 150 TextSamples of 1..40
+tokens, buffer 8, ``CarryOver(min_fill=0.9, max_carry_fraction=0.5, max_age=2)``: every
 sample exactly once for every registered algorithm, no sample selected more than ``max_age + 1``
 times, save/restore at num_workers 0 and 2 from states that hold carried samples, exact
 ``restore_sample``; then the same contract with the project's ``LLMPackingTaskEncoder``.
@@ -18,15 +19,10 @@ from typing import Any
 
 import pytest
 import torch
-from megatron.energon import DefaultTaskEncoder, Sample, TextSample, stateless
-from megatron.energon.edataclass import edataclass
 
-from energon_pack.algorithms import ALGORITHMS, CarryOver, pack_lengths
-from energon_pack.task_encoders.carry_over import (
-    SmallPackingBufferWarning,
-    build_packing_dataset,
-    check_energon_version,
-)
+from energon_pack.algorithms import ALGORITHMS, CarryOver
+from energon_pack.samples import PackedTextSample
+from energon_pack.task_encoders.carry_over import SmallPackingBufferWarning, check_energon_version
 from energon_pack.task_encoders.llm import LLMPackingTaskEncoder
 from energon_pack.testing.datasets import (
     make_loader,
@@ -34,6 +30,7 @@ from energon_pack.testing.datasets import (
     sample_key,
     synthetic_texts,
 )
+from energon_pack.testing.encoders import LengthTextEncoder
 from energon_pack.testing.tokenizers import make_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -46,98 +43,24 @@ NUM_SAMPLES = 150
 CONFIG = CarryOver(min_fill=0.9, max_carry_fraction=0.5, max_age=2)
 
 
-# --- a toy task encoder (module level: picklable for workers) ------------------------------
-
-
-@edataclass
-class ToyEncoded(Sample):
-    #: One token per character of the text.
-    tokens: list[int]
-
-
-@edataclass
-class ToyPack(Sample):
-    #: The members' ``__key__`` in pack order.
-    member_keys: list[str]
-    #: The members' token counts.
-    lengths: list[int]
-
-
-def token_count(sample: ToyEncoded) -> int:
-    return len(sample.tokens)
-
-
-#: Every buffer ``select_samples_to_pack`` saw (num_workers=0 only): lists of member keys.
-SELECT_CALLS: list[list[str]] = []
-
-
-class ToyEncoder(DefaultTaskEncoder[TextSample, ToyEncoded, ToyPack, ToyPack]):
-    def __init__(
-        self, *, algorithm: str, carry_over: CarryOver | None, pack_size: int = PACK_SIZE
-    ) -> None:
-        super().__init__()
-        self.algorithm = algorithm
-        self.carry_over = carry_over
-        self.pack_size = pack_size
-
-    @stateless
-    def encode_sample(self, sample: TextSample) -> ToyEncoded:
-        return ToyEncoded.derive_from(sample, tokens=list(sample.text.encode()))
-
-    def select_samples_to_pack(self, samples: list[ToyEncoded]) -> list[list[ToyEncoded]]:
-        SELECT_CALLS.append([s.__key__ for s in samples])
-        bins = pack_lengths(
-            [len(s.tokens) for s in samples], self.pack_size, algorithm=self.algorithm
-        )
-        return [[samples[i] for i in b] for b in bins]
-
-    @stateless
-    def pack_selected_samples(self, samples: list[ToyEncoded]) -> ToyPack:
-        return ToyPack(
-            __key__=",".join(s.__key__ for s in samples),
-            __restore_key__=(),
-            member_keys=[s.__key__ for s in samples],
-            lengths=[len(s.tokens) for s in samples],
-        )
-
-    def build_batch(
-        self, dataset, *, batch_size, batch_drop_last=False, packing_buffer_size=None, worker_config
-    ):
-        # The hook the project's PackingTaskEncoder uses.
-        if self.carry_over is not None and packing_buffer_size is not None:
-            dataset = build_packing_dataset(
-                self,
-                dataset,
-                packing_buffer_size=packing_buffer_size,
-                worker_config=worker_config,
-                carry_over=self.carry_over,
-                pack_size=self.pack_size,
-                sample_length=token_count,
-            )
-            packing_buffer_size = None
-        return super().build_batch(
-            dataset,
-            batch_size=batch_size,
-            batch_drop_last=batch_drop_last,
-            packing_buffer_size=packing_buffer_size,
-            worker_config=worker_config,
-        )
-
-
 # --- dataset and loader helpers ------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def text_dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
-    """150 TextSamples in 3 shards, 1..40 characters (seeded); returns (path, key -> length)."""
+    """150 TextSamples in 3 shards, 1..40 tokens (seeded); returns (path, key -> length)."""
     rng = random.Random(5)
-    texts = ["x" * rng.randint(1, 40) for _ in range(NUM_SAMPLES)]
+    lengths = [rng.randint(1, 40) for _ in range(NUM_SAMPLES)]
+    texts = [str(n) for n in lengths]
     path = make_text_dataset(tmp_path_factory.mktemp("carry") / "ds", texts, samples_per_shard=50)
-    return path, {sample_key(i): len(t) for i, t in enumerate(texts)}
+    return path, {sample_key(i): n for i, n in enumerate(lengths)}
 
 
-def toy_encoder(algorithm: str = "first_fit_decreasing", carry: bool = True) -> ToyEncoder:
-    return ToyEncoder(algorithm=algorithm, carry_over=CONFIG if carry else None)
+def toy_encoder(algorithm: str = "first_fit_decreasing", carry: bool = True) -> LengthTextEncoder:
+    """The real base class, configured with ``carry_over`` (or stock packing)."""
+    return LengthTextEncoder(
+        pack_size=PACK_SIZE, algorithm=algorithm, carry_over=CONFIG if carry else None
+    )
 
 
 def find_carry_ages(state: Any) -> list[list[int]]:
@@ -160,8 +83,8 @@ def find_carry_ages(state: Any) -> list[list[int]]:
     return found
 
 
-def fill(packs: list[ToyPack]) -> float:
-    return sum(sum(p.lengths) for p in packs) / (len(packs) * PACK_SIZE)
+def fill(packs: list[PackedTextSample]) -> float:
+    return sum(sum(p.doc_lengths) for p in packs) / (len(packs) * PACK_SIZE)
 
 
 # --- tests ---------------------------------------------------------------------------------
@@ -172,12 +95,14 @@ def test_worked_trace_from_the_module_docstring(tmp_path: Path) -> None:
     # select 1 [a b c d] -> emit [a c] (9/10), carry [b d] (7/10); refill e, f;
     # select 2 [b d e f] -> emit [b e] (9/10), carry [f d] (5/10); end of data;
     # select 3 [f d] (final) -> emit [f d]. Stock energon emits [a c] [b d] [e f] instead.
-    path = make_text_dataset(tmp_path / "ds", ["x" * n for n in (6, 5, 3, 2, 4, 3)])
+    path = make_text_dataset(tmp_path / "ds", [str(n) for n in (6, 5, 3, 2, 4, 3)])
     a, b, c, d, e, f = (sample_key(i) for i in range(6))
 
     def packs(carry: CarryOver | None) -> list[list[str]]:
-        encoder = ToyEncoder(algorithm="first_fit_decreasing", carry_over=carry, pack_size=10)
-        return [p.member_keys for p in make_loader(path, encoder, packing_buffer_size=4)]
+        encoder = LengthTextEncoder(
+            pack_size=10, algorithm="first_fit_decreasing", carry_over=carry
+        )
+        return [p.sample_keys for p in make_loader(path, encoder, packing_buffer_size=4)]
 
     assert packs(CONFIG) == [[a, c], [b, e], [f, d]]
     assert packs(None) == [[a, c], [b, d], [e, f]]
@@ -187,11 +112,11 @@ def test_worked_trace_from_the_module_docstring(tmp_path: Path) -> None:
 def test_every_sample_exactly_once(text_dataset, algorithm: str) -> None:
     path, lengths = text_dataset
     packs = list(make_loader(path, toy_encoder(algorithm), packing_buffer_size=8))
-    keys = [k for p in packs for k in p.member_keys]
+    keys = [k for p in packs for k in p.sample_keys]
     # repeat=False: the last buffer (carried samples included) is flushed, nothing lost.
     assert sorted(keys) == sorted(lengths)
-    assert all(sum(p.lengths) <= PACK_SIZE for p in packs)
-    assert all(p.lengths == [lengths[k] for k in p.member_keys] for p in packs)
+    assert all(sum(p.doc_lengths) <= PACK_SIZE for p in packs)
+    assert all(p.doc_lengths == [lengths[k] for k in p.sample_keys] for p in packs)
 
 
 def test_carry_over_beats_stock_packing(text_dataset) -> None:
@@ -206,17 +131,17 @@ def test_carry_over_beats_stock_packing(text_dataset) -> None:
 
 def test_no_sample_older_than_max_age(text_dataset) -> None:
     path, lengths = text_dataset
-    SELECT_CALLS.clear()
-    packs = list(make_loader(path, toy_encoder(), packing_buffer_size=8))
+    encoder = toy_encoder()
+    packs = list(make_loader(path, encoder, packing_buffer_size=8))
     appearances: dict[str, int] = {}
-    for buffer in SELECT_CALLS:
+    for buffer in encoder.selections:
         for key in buffer:
             appearances[key] = appearances.get(key, 0) + 1
     # A sample is selected once when it arrives and once more per carry: at most max_age + 1.
     assert max(appearances.values()) <= CONFIG.max_age + 1
     # ... and carrying did happen, up to the limit.
     assert max(appearances.values()) == CONFIG.max_age + 1
-    assert sorted(k for p in packs for k in p.member_keys) == sorted(lengths)
+    assert sorted(k for p in packs for k in p.sample_keys) == sorted(lengths)
 
 
 def test_save_restore_and_restore_sample_num_workers_0(text_dataset) -> None:
@@ -229,14 +154,14 @@ def test_save_restore_and_restore_sample_num_workers_0(text_dataset) -> None:
     # restore_sample rebuilds every pack (carried members included) from its key alone.
     for pack in packs:
         again = loader.restore_sample(pack.__restore_key__)
-        assert (again.member_keys, again.lengths) == (pack.member_keys, pack.lengths)
+        assert (again.sample_keys, again.doc_lengths) == (pack.sample_keys, pack.doc_lengths)
     with_carry = [i for i, s in enumerate(states) if any(find_carry_ages(s))]
     assert len(with_carry) > 5
     for step in (with_carry[0], with_carry[len(with_carry) // 2], with_carry[-1]):
         resumed = make_loader(path, toy_encoder(), packing_buffer_size=8)
         resumed.restore_state_rank(states[step])
-        rest = [p.member_keys for p in resumed]
-        assert rest == [p.member_keys for p in packs[step + 1 :]], step
+        rest = [p.sample_keys for p in resumed]
+        assert rest == [p.sample_keys for p in packs[step + 1 :]], step
 
 
 def test_save_restore_with_repeat_across_epochs(text_dataset) -> None:
@@ -248,11 +173,11 @@ def test_save_restore_with_repeat_across_epochs(text_dataset) -> None:
         next(it)
     state = loader.save_state_rank()
     assert any(find_carry_ages(state))
-    tail = [next(it).member_keys for _ in range(20)]
+    tail = [next(it).sample_keys for _ in range(20)]
     resumed = make_loader(path, toy_encoder(), packing_buffer_size=8, repeat=True)
     resumed.restore_state_rank(state)
     it = iter(resumed)
-    assert [next(it).member_keys for _ in range(20)] == tail
+    assert [next(it).sample_keys for _ in range(20)] == tail
 
 
 @pytest.mark.slow
@@ -266,24 +191,24 @@ def test_save_restore_num_workers_2(text_dataset) -> None:
             candidate = loader.save_state_rank()
             if any(find_carry_ages(candidate)):
                 state, step = candidate, len(packs)
-    assert sorted(k for p in packs for k in p.member_keys) == sorted(lengths)
+    assert sorted(k for p in packs for k in p.sample_keys) == sorted(lengths)
     assert state is not None, "no state with carried samples was seen"
     resumed = make_loader(path, toy_encoder(), packing_buffer_size=8, num_workers=2)
     resumed.restore_state_rank(state)
-    assert [p.member_keys for p in resumed] == [p.member_keys for p in packs[step:]]
+    assert [p.sample_keys for p in resumed] == [p.sample_keys for p in packs[step:]]
 
 
 def test_small_buffer_warns_with_a_size_that_fills(text_dataset) -> None:
     path, lengths = text_dataset
-    SELECT_CALLS.clear()
+    encoder = toy_encoder()
     with pytest.warns(SmallPackingBufferWarning) as record:
-        packs = list(make_loader(path, toy_encoder(), packing_buffer_size=1))
+        packs = list(make_loader(path, encoder, packing_buffer_size=1))
     # A buffer of one sample of n < 64 tokens cannot fill a pack; ceil(64 / n) samples can.
-    first = lengths[SELECT_CALLS[0][0]]
+    first = lengths[encoder.selections[0][0]]
     messages = [str(w.message) for w in record if w.category is SmallPackingBufferWarning]
     assert len(messages) == 1  # once per dataset, not once per buffer
     assert f"packing_buffer_size >= {-(-PACK_SIZE // first)} " in messages[0]
-    assert sorted(k for p in packs for k in p.member_keys) == sorted(lengths)
+    assert sorted(k for p in packs for k in p.sample_keys) == sorted(lengths)
 
 
 def test_large_enough_buffer_does_not_warn(text_dataset, recwarn) -> None:
@@ -299,53 +224,19 @@ def test_version_check() -> None:
             check_energon_version(bad)
 
 
-class PostencodeEncoder(ToyEncoder):
-    def postencode_sample(self, sample: ToyEncoded) -> ToyEncoded:
+class PostencodeEncoder(LengthTextEncoder):
+    def postencode_sample(self, sample: Any) -> Any:
         return sample
 
 
 def test_postencode_sample_is_rejected(text_dataset) -> None:
     path, _ = text_dataset
-    encoder = PostencodeEncoder(algorithm="first_fit", carry_over=CONFIG)
+    encoder = PostencodeEncoder(pack_size=PACK_SIZE, algorithm="first_fit", carry_over=CONFIG)
     with pytest.raises(ValueError, match="postencode_sample"):
         make_loader(path, encoder, packing_buffer_size=8)
 
 
-# --- the project's LLM encoder with the carry-over hook ------------------------------------
-
-
-class CarryOverLLMEncoder(LLMPackingTaskEncoder):
-    """``LLMPackingTaskEncoder`` plus the ``build_batch`` hook proposed for the base encoder."""
-
-    def __init__(self, tokenizer: Any, *, carry_over: CarryOver | None, **packing: Any) -> None:
-        super().__init__(tokenizer, **packing)
-        self.carry_over = carry_over
-
-    def packed_length(self, sample: Any) -> int:
-        alignment = self.config.alignment
-        return -(-len(sample.tokens) // alignment) * alignment
-
-    def build_batch(
-        self, dataset, *, batch_size, batch_drop_last=False, packing_buffer_size=None, worker_config
-    ):
-        if self.carry_over is not None and packing_buffer_size is not None:
-            dataset = build_packing_dataset(
-                self,
-                dataset,
-                packing_buffer_size=packing_buffer_size,
-                worker_config=worker_config,
-                carry_over=self.carry_over,
-                pack_size=self.config.pack_size,
-                sample_length=self.packed_length,
-            )
-            packing_buffer_size = None
-        return super().build_batch(
-            dataset,
-            batch_size=batch_size,
-            batch_drop_last=batch_drop_last,
-            packing_buffer_size=packing_buffer_size,
-            worker_config=worker_config,
-        )
+# --- the project's LLM encoder with carry-over ---------------------------------------------
 
 
 def test_llm_encoder_with_carry_over(tmp_path: Path) -> None:
@@ -353,8 +244,8 @@ def test_llm_encoder_with_carry_over(tmp_path: Path) -> None:
     path = make_text_dataset(tmp_path / "ds", texts, samples_per_shard=20)
     tokenizer = make_tokenizer(tmp_path / "tok", texts)
 
-    def encoder(carry: CarryOver | None) -> CarryOverLLMEncoder:
-        return CarryOverLLMEncoder(
+    def encoder(carry: CarryOver | None) -> LLMPackingTaskEncoder:
+        return LLMPackingTaskEncoder(
             tokenizer, carry_over=carry, pack_size=32, alignment=1, algorithm="first_fit_decreasing"
         )
 

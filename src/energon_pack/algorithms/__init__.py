@@ -37,6 +37,7 @@ from energon_pack.algorithms._repair import (
     RepairEffort,
     best_fit_decreasing_repair,
     best_fit_decreasing_search,
+    fill_counts,
     fill_room,
     repair_packs,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "OverlongPolicy",
     "SimulationResult",
     "apply_overlong",
+    "fill_counts",
     "fill_room",
     "plan_carry_over",
     "simulate",

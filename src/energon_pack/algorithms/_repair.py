@@ -30,6 +30,8 @@ is deterministic.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,40 +79,49 @@ DEFAULT_EFFORT = RepairEffort(pool_bins=64, flexible_bins=16, rounds=2)
 SEARCH_EFFORT = RepairEffort(pool_bins=160, flexible_bins=40, rounds=6)
 
 
-def fill_counts(values: list[int], counts: list[int], room: int) -> list[int]:
-    """Copies of each value to take for the largest total ``<= room`` (exact bounded subset sum).
+def fill_counts(values: Sequence[int], counts: Mapping[int, int], room: int) -> dict[int, int]:
+    """Copies of each length to take for the largest total ``<= room`` (exact bounded subset sum).
 
-    ``values[g]`` is available ``counts[g]`` times. One Python int is the bitset of the rooms
-    still reachable (bit ``r``: some choice leaves room ``r``), starting from ``1 << room``;
-    ``reach |= reach >> (c * x)`` adds ``c`` copies of ``x`` in two big-int operations, and the
-    copies of a value are added in chunks of 1, 2, 4, ... (every count up to ``counts[g]`` is
-    a sum of chunks), so ``m`` equal values cost about ``log2(m)`` steps instead of ``m``. The
+    ``values`` are distinct lengths, each available ``counts[x]`` times; the result maps the
+    lengths taken to their number of copies. One Python int is the bitset of the rooms still
+    reachable (bit ``r``: some choice leaves room ``r``), starting from ``1 << room``:
+    ``reach |= reach >> (c * x)`` adds ``c`` copies of ``x`` in two big-int operations. The
+    copies of a length are added in chunks of 1, 2, 4, ... (every count up to ``counts[x]`` is
+    a sum of chunks), so ``m`` equal lengths cost about ``log2(m)`` steps instead of ``m``. The
     scan stops as soon as room 0 is reachable; ties prefer earlier values.
-    ``fill_counts([5, 3], [1, 3], 9) == [0, 3]`` (3 + 3 + 3 = 9).
+    ``fill_counts([5, 3], {5: 1, 3: 3}, 9) == {3: 3}`` (3 + 3 + 3 = 9).
     """
-    take = [0] * len(values)
     if room <= 0:
-        return take
+        return {}
     reach = 1 << room
-    steps: list[tuple[int, int, int]] = []  # (value position, copies, reach before)
-    for g, x in enumerate(values):
-        m = min(counts[g], room // x)
-        c = 1
-        while m > 0:
-            c = min(c, m)
-            steps.append((g, c, reach))
-            reach |= reach >> (c * x)
-            m -= c
-            c <<= 1
+    steps: list[tuple[int, int, int]] = []  # (length, copies, reach before)
+    for x in values:
+        m = counts[x]
+        if m == 1:
+            steps.append((x, 1, reach))
+            reach |= reach >> x
+        else:
+            q = room // x
+            if m > q:
+                m = q
+            c = 1
+            while m > 0:
+                if c > m:
+                    c = m
+                steps.append((x, c, reach))
+                reach |= reach >> (c * x)
+                m -= c
+                c <<= 1
         if reach & 1:
             break
     r = (reach & -reach).bit_length() - 1  # the least room left
-    for g, c, before in reversed(steps):
+    take: dict[int, int] = {}
+    for x, c, before in reversed(steps):
         if r == room:
             break
         if not (before >> r) & 1:
-            take[g] += c
-            r += c * values[g]
+            take[x] = take.get(x, 0) + c
+            r += c * x
     return take
 
 
@@ -119,73 +130,91 @@ def fill_room(values: list[int], room: int) -> list[int]:
 
     Ties prefer earlier positions. ``fill_room([5, 4, 3], 7) == [1, 2]`` (4 + 3 = 7).
     """
-    take = fill_counts(values, [1] * len(values), room)
-    return [p for p, t in enumerate(take) if t]
+    counts = Counter(x for x in values if 0 < x <= room)
+    take = fill_counts(list(counts), counts, room)
+    chosen: list[int] = []
+    for p, x in enumerate(values):
+        if take.get(x):
+            take[x] -= 1
+            chosen.append(p)
+    return chosen
 
 
 def _repack_pool(
     pool: list[tuple[int, int]], capacity: int, cap_count: int, limit: int | None = None
-) -> list[list[int]] | None:
+) -> tuple[list[list[int]], list[int]] | None:
     """Re-pack ``(length, index)`` pairs: longest first, each pack topped up exactly.
 
-    The pool is kept as runs of equal lengths (longest first, each run's indices reversed so
-    that ``pop()`` gives the smallest), which :func:`fill_counts` takes copies from. Returns
-    ``None`` as soon as the result cannot fit in ``limit`` packs (when given).
+    The pool is kept as runs of equal lengths (``runs[x]``: the indices of length ``x``, largest
+    first so that ``pop()`` gives the smallest) that :func:`fill_counts` takes copies from.
+    Returns the packs and each pack's room, or ``None`` as soon as the result cannot fit in
+    ``limit`` packs (when given).
     """
-    pool = sorted(pool, key=lambda item: (-item[0], item[1]))
-    vals: list[int] = []  # distinct lengths, longest first
-    runs: list[list[int]] = []  # indices of each length, largest index first
+    pool = sorted(pool, key=lambda item: (-item[0], -item[1]))
+    runs: dict[int, list[int]] = {}
     for x, i in pool:
-        if vals and vals[-1] == x:
-            runs[-1].append(i)
+        run = runs.get(x)
+        if run is None:
+            runs[x] = [i]
         else:
-            vals.append(x)
-            runs.append([i])
-    for run in runs:
-        run.reverse()
+            run.append(i)
+    counts = {x: len(run) for x, run in runs.items()}
+    vals = list(runs)  # distinct lengths, longest first
     neg = [-x for x in vals]  # ascending, for bisect
     left = sum(x for x, _ in pool)
     bins: list[list[int]] = []
+    rooms: list[int] = []
+
+    def take(x: int, count: int, members: list[int]) -> int:
+        run = runs[x]
+        members.extend(run[-1 : -count - 1 : -1])
+        del run[-count:]
+        if run:
+            counts[x] = len(run)
+        else:
+            del runs[x], counts[x]
+            g = bisect.bisect_left(neg, -x)
+            del vals[g], neg[g]
+        return count * x
+
     while vals:
         if limit is not None and len(bins) + -(-left // capacity) > limit:
             return None
+        members: list[int] = []
         first_len = vals[0]
-        left -= first_len
-        members = [runs[0].pop()]
-        if not runs[0]:
-            del vals[0], neg[0], runs[0]
+        left -= take(first_len, 1, members)
         room = capacity - first_len
         if cap_count > 1 and room > 0 and vals:
             k = bisect.bisect_left(neg, -room)  # first length that fits the room
-            take = fill_counts(vals[k:], [len(run) for run in runs[k:]], room)
             slots = cap_count - 1
-            emptied: list[int] = []
-            for g, t in enumerate(take):
-                if not t or not slots:
-                    continue
-                t = min(t, slots)
-                slots -= t
-                run = runs[k + g]
-                left -= t * vals[k + g]
-                members.extend(run[-1 : -t - 1 : -1])
-                del run[-t:]
-                if not run:
-                    emptied.append(k + g)
-            for g in reversed(emptied):
-                del vals[g], neg[g], runs[g]
+            for x, t in sorted(fill_counts(vals[k:], counts, room).items(), reverse=True):
+                if slots:
+                    t = min(t, slots)
+                    slots -= t
+                    left -= take(x, t, members)
+                    room -= t * x
         bins.append(members)
-    return bins
+        rooms.append(room)
+    return bins, rooms
 
 
-def _pick_pool(bins: list[list[int]], rooms: list[int], effort: RepairEffort) -> list[int]:
+def _top(keys: np.ndarray, count: int) -> list[int]:
+    """Positions of the ``count`` largest ``keys``, largest first, ties to the lower position."""
+    n = int(keys.size)
+    unique = keys * n + (n - 1 - np.arange(n, dtype=np.int64))  # no ties: stable order
+    if count < n:
+        part = np.argpartition(-unique, count - 1)[:count]
+        return part[np.argsort(-unique[part])].tolist()
+    return np.argsort(-unique).tolist()
+
+
+def _pick_pool(rooms: np.ndarray, counts: np.ndarray, effort: RepairEffort) -> list[int]:
     """The least-filled packs, then the packs with the most samples (no pack twice)."""
-    by_room = np.argsort(-np.asarray(rooms), kind="stable")
-    pool = by_room[: effort.pool_bins].tolist()
-    if effort.flexible_bins and len(bins) > len(pool):
+    pool = _top(rooms, effort.pool_bins)
+    if effort.flexible_bins and rooms.size > len(pool):
         taken = set(pool)
-        counts = np.fromiter((len(b) for b in bins), dtype=np.int64, count=len(bins))
-        extra = [j for j in np.argsort(-counts, kind="stable").tolist() if j not in taken]
-        pool += extra[: effort.flexible_bins]
+        extra = _top(counts, min(rooms.size, len(pool) + effort.flexible_bins))
+        pool += [j for j in extra if j not in taken][: effort.flexible_bins]
     return pool
 
 
@@ -214,24 +243,31 @@ def _repair_rounds(
     effort: RepairEffort,
 ) -> tuple[list[list[int]], list[int]]:
     bound = -(-int(lengths.sum()) // capacity)
-    if len(bins) <= bound:
+    if len(bins) <= bound or not effort.rounds:
         return bins, rooms
     bound = max(bound, martello_toth_l2(lengths, capacity))
+    if len(bins) <= bound:
+        return bins, rooms
     cap_count = max_samples_per_pack or int(lengths.size)
-    lens = lengths.tolist()
+    bins = list(bins)
+    room_arr = np.array(rooms, dtype=np.int64)
+    count_arr = np.fromiter(map(len, bins), dtype=np.int64, count=len(bins))
     for _ in range(effort.rounds):
         if len(bins) <= bound:
             break
-        tail = _pick_pool(bins, rooms, effort)
-        pool = [(lens[i], i) for b in tail for i in bins[b]]
+        tail = _pick_pool(room_arr, count_arr, effort)
+        idx = [i for b in tail for i in bins[b]]
+        pool = list(zip(lengths[idx].tolist(), idx))
         repacked = _repack_pool(pool, capacity, cap_count, len(tail) - 1)
         if repacked is None:
             break
-        tail_set = set(tail)
-        keep = [j for j in range(len(bins)) if j not in tail_set]
-        bins = [bins[j] for j in keep] + repacked
-        rooms = [rooms[j] for j in keep] + [capacity - sum(lens[i] for i in b) for b in repacked]
-    return bins, rooms
+        new_bins, new_rooms = repacked
+        for b in sorted(tail, reverse=True):
+            del bins[b]
+        bins += new_bins
+        room_arr = np.concatenate((np.delete(room_arr, tail), new_rooms))
+        count_arr = np.concatenate((np.delete(count_arr, tail), [len(b) for b in new_bins]))
+    return bins, room_arr.tolist()
 
 
 def best_fit_decreasing_repair(

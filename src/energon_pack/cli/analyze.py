@@ -26,7 +26,8 @@ from pathlib import Path
 
 import click
 
-from energon_pack.algorithms import ALGORITHMS, DEFAULT_ALGORITHM, CarryOver, OverlongPolicy
+from energon_pack.algorithms import CarryOver
+from energon_pack.cli._options import carry_over_option, packing_options
 
 
 @click.command(name="analyze")
@@ -37,24 +38,8 @@ from energon_pack.algorithms import ALGORITHMS, DEFAULT_ALGORITHM, CarryOver, Ov
     required=True,
     help="Local transformers tokenizer directory.",
 )
-@click.option("--pack-size", type=click.IntRange(min=1), required=True, help="Tokens per pack.")
-@click.option(
-    "--buffer-size", type=click.IntRange(min=1), required=True, help="packing_buffer_size."
-)
-@click.option(
-    "--algorithm",
-    type=click.Choice(sorted(ALGORITHMS)),
-    default=DEFAULT_ALGORITHM,
-    show_default=True,
-)
-@click.option("--carry-over/--no-carry-over", default=False, help="Carry under-filled packs.")
-@click.option(
-    "--overlong",
-    type=click.Choice([p.value for p in OverlongPolicy]),
-    default=OverlongPolicy.SPLIT.value,
-    show_default=True,
-    help="What to do with documents longer than the pack.",
-)
+@packing_options(overlong_help="What to do with documents longer than the pack.")
+@carry_over_option
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Read only N samples.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option(

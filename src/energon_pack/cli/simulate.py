@@ -20,13 +20,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from energon_pack.algorithms import (
-    ALGORITHMS,
-    DEFAULT_ALGORITHM,
-    CarryOver,
-    OverlongPolicy,
-    simulate,
-)
+from energon_pack.algorithms import CarryOver, simulate
+from energon_pack.cli._options import carry_over_option, packing_options
 
 
 def load_lengths(path: Path) -> np.ndarray:
@@ -50,26 +45,10 @@ def load_lengths(path: Path) -> np.ndarray:
 
 @click.command(name="simulate")
 @click.argument("lengths_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--pack-size", type=click.IntRange(min=1), required=True, help="Tokens per pack.")
-@click.option(
-    "--buffer-size", type=click.IntRange(min=1), required=True, help="packing_buffer_size."
-)
-@click.option(
-    "--algorithm",
-    type=click.Choice(sorted(ALGORITHMS)),
-    default=DEFAULT_ALGORITHM,
-    show_default=True,
-)
-@click.option(
-    "--overlong",
-    type=click.Choice([p.value for p in OverlongPolicy]),
-    default=OverlongPolicy.SPLIT.value,
-    show_default=True,
-    help="What to do with samples longer than the pack.",
-)
+@packing_options(overlong_help="What to do with samples longer than the pack.")
 @click.option("--max-samples-per-pack", type=click.IntRange(min=1), default=None)
 @click.option("--alignment", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--carry-over/--no-carry-over", default=False, help="Carry under-filled packs.")
+@carry_over_option
 @click.option("--min-fill", type=float, default=CarryOver.min_fill, show_default=True)
 @click.option(
     "--max-carry-fraction", type=float, default=CarryOver.max_carry_fraction, show_default=True

@@ -11,6 +11,7 @@ from energon_pack.algorithms import (
     DEFAULT_EFFORT,
     SEARCH_EFFORT,
     RepairEffort,
+    fill_counts,
     fill_room,
     lower_bound,
     martello_toth_l2,
@@ -114,6 +115,17 @@ def test_fill_room_is_exact_subset_sum() -> None:
     assert fill_room([5, 4, 3], 7) == [1, 2]
     # Nothing fits.
     assert fill_room([9, 8], 7) == []
+    # Equal lengths count once each: 3 + 3 = 6 uses the first two 3s.
+    assert fill_room([3, 5, 3, 3], 6) == [0, 2]
+
+
+def test_fill_counts_takes_copies_of_repeated_lengths() -> None:
+    # 5 + 3 leaves 1; three 3s fill 9 exactly (the chunks 1 + 2 copies cover a count of 3).
+    assert fill_counts([5, 3], {5: 1, 3: 3}, 9) == {3: 3}
+    # Only two 3s: 5 + 3 = 8 is the fullest.
+    assert fill_counts([5, 3], {5: 1, 3: 2}, 9) == {5: 1, 3: 1}
+    # Room 0 takes nothing.
+    assert fill_counts([5], {5: 1}, 0) == {}
 
 
 def _reference_best_fit_decreasing(lengths: list[int], capacity: int, cap: int) -> list[list[int]]:

@@ -39,7 +39,8 @@ def martello_toth_l2(lengths: Sequence[int] | np.ndarray, capacity: int) -> int:
     n = arr.size
     prefix = np.concatenate(([0], np.cumsum(arr)))
     # Candidate thresholds k: every distinct length <= C/2, plus 0 (all at once, vectorised).
-    ks = np.unique(np.concatenate(([0], arr[2 * arr <= capacity])))
+    low = arr[2 * arr <= capacity]  # sorted, so distinct values are where it steps
+    ks = np.concatenate(([0], low[:1], low[1:][low[1:] != low[:-1]]))
     # J1: items > C - k; J2: C - k >= items > C/2; J3: C/2 >= items >= k.
     i_j1 = np.searchsorted(arr, capacity - ks, side="right")
     i_half = int(np.searchsorted(arr, capacity // 2, side="right"))

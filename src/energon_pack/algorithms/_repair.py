@@ -9,7 +9,9 @@ slack is scattered over the other packs in pieces too small to use. The repair p
    holding the most samples (short documents make exact fills possible).
 2. Re-packs the pool pack by pack: each new pack starts with the longest pooled sample and is
    topped up with the subset of the others whose sum fills the remaining room best (an exact
-   subset-sum over a bitset: one Python int of ``room + 1`` bits, ``reach |= reach << x``).
+   bounded subset-sum over a bitset, :func:`fill_counts`: one Python int of ``room + 1`` bits,
+   ``reach |= reach >> (c * x)`` adding ``c`` copies of a length at once; an exact fill found
+   for a room is reused for the next pack with the same room while its samples remain).
 3. Keeps the result only if it uses fewer packs than the pool came from (it gives up as soon
    as the packs made so far plus ``ceil(rest / C)`` reach the pool's count), and repeats (at most
    ``rounds`` times) while above the lower bound ``max(L1, L2)`` (Martello-Toth).
@@ -164,6 +166,7 @@ def _repack_pool(
     left = sum(x for x, _ in pool)
     bins: list[list[int]] = []
     rooms: list[int] = []
+    exact: dict[int, list[tuple[int, int]]] = {}  # room -> a fill that met it exactly
 
     def take(x: int, count: int, members: list[int]) -> int:
         run = runs[x]
@@ -185,9 +188,14 @@ def _repack_pool(
         left -= take(first_len, 1, members)
         room = capacity - first_len
         if cap_count > 1 and room > 0 and vals:
-            k = bisect.bisect_left(neg, -room)  # first length that fits the room
+            fill = exact.get(room)
+            if fill is None or any(counts.get(x, 0) < t for x, t in fill):
+                k = bisect.bisect_left(neg, -room)  # first length that fits the room
+                fill = sorted(fill_counts(vals[k:], counts, room).items(), reverse=True)
+                if sum(x * t for x, t in fill) == room:
+                    exact[room] = fill
             slots = cap_count - 1
-            for x, t in sorted(fill_counts(vals[k:], counts, room).items(), reverse=True):
+            for x, t in fill:
                 if slots:
                     t = min(t, slots)
                     slots -= t

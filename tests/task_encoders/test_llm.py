@@ -116,6 +116,31 @@ def test_add_bos_eos_switches(tokenizer_dir, tokenizer) -> None:
         assert doc.loss_mask.tolist() == [not bos] + [True] * (len(want) - 1)
 
 
+def test_bos_and_eod_default_to_what_the_tokenizer_has(tokenizer_dir) -> None:
+    """Qwen-style (no BOS) and BERT-style (no BOS/EOS, a SEP) tokenizers work by default."""
+    from megatron.energon import TextSample
+
+    from energon_pack.testing.tokenizers import load_tokenizer
+
+    sample = TextSample(__key__="x", __restore_key__=(), text="the model")
+    qwen_like = load_tokenizer(tokenizer_dir)
+    qwen_like.bos_token = None
+    body = qwen_like.encode("the model", add_special_tokens=False)
+    (doc,) = list(LLMPackingTaskEncoder(qwen_like, pack_size=8).encode_sample(sample))
+    assert doc.tokens.tolist() == [*body, EOS]  # no BOS, EOS still ends the document
+    assert doc.loss_mask.tolist() == [True] * (len(body) + 1)  # nothing before it: all targets
+    with pytest.raises(ValueError, match="no bos_token_id"):
+        LLMPackingTaskEncoder(qwen_like, pack_size=8, add_bos=True)
+
+    bert_like = load_tokenizer(tokenizer_dir)
+    bert_like.bos_token = None
+    bert_like.eos_token = None
+    bert_like.sep_token = "<|assistant|>"  # any existing token stands in for [SEP]
+    sep = bert_like.sep_token_id
+    (doc,) = list(LLMPackingTaskEncoder(bert_like, pack_size=8).encode_sample(sample))
+    assert doc.tokens.tolist() == [*body, sep]
+
+
 @pytest.mark.parametrize(
     "fields, match",
     [

@@ -47,8 +47,9 @@ class LLMPackingTaskEncoder(PackingTaskEncoder[TextSample]):
 
     Args:
         tokenizer: A transformers tokenizer or a local tokenizer directory.
-        add_bos: Start every document with BOS.
-        add_eos: End every document with EOD (``eod_token_id``, default the EOS token).
+        add_bos: Start every document with BOS (default: when the tokenizer has one).
+        add_eos: End every document with EOD (``eod_token_id``, else the tokenizer's EOS, else
+            its SEP; default: when one exists).
         eod_token_id: End-of-document token if not EOS.
         **packing: :class:`~energon_pack.task_encoders.base.PackingConfig` fields
             (``pack_size`` required; ``pad_token_id`` defaults to the tokenizer's PAD).
@@ -60,8 +61,8 @@ class LLMPackingTaskEncoder(PackingTaskEncoder[TextSample]):
         self,
         tokenizer: Any,
         *,
-        add_bos: bool = True,
-        add_eos: bool = True,
+        add_bos: bool | None = None,
+        add_eos: bool | None = None,
         eod_token_id: int | None = None,
         **packing: Any,
     ) -> None:

@@ -83,8 +83,8 @@ class SFTPackingTaskEncoder(PackingTaskEncoder[PromptResponseSample]):
         tokenizer: Any,
         *,
         use_chat_template: bool | None = None,
-        add_bos: bool = True,
-        add_eos: bool = True,
+        add_bos: bool | None = None,
+        add_eos: bool | None = None,
         eod_token_id: int | None = None,
         **packing: Any,
     ) -> None:

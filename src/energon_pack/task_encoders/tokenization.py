@@ -20,6 +20,7 @@ local tokenizer directory, loaded with ``local_files_only=True`` (no hub access 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from typing import Any
 import torch
 
 __all__ = ["DocumentTokenizer", "load_tokenizer", "masked_document"]
+
+logger = logging.getLogger(__name__)
 
 
 def load_tokenizer(tokenizer: Any) -> Any:
@@ -79,8 +82,11 @@ class DocumentTokenizer:
 
     Args:
         tokenizer: A transformers tokenizer or a local tokenizer directory.
-        add_bos: Prepend the BOS token (error if the tokenizer has none).
-        add_eos: Append the EOD token (``eod_token_id`` or the tokenizer's EOS).
+        add_bos: Prepend the BOS token. ``None`` (default): when the tokenizer has one (Llama
+            does, Qwen and BERT do not); ``True``: error if it has none.
+        add_eos: Append the EOD token: ``eod_token_id``, else the tokenizer's EOS, else its SEP
+            (BERT-style tokenizers). ``None`` (default): when one exists (a warning is logged
+            when none does); ``True``: error if none exists.
         eod_token_id: The end-of-document token, if not the EOS token.
     """
 
@@ -88,26 +94,36 @@ class DocumentTokenizer:
         self,
         tokenizer: Any,
         *,
-        add_bos: bool = True,
-        add_eos: bool = True,
+        add_bos: bool | None = None,
+        add_eos: bool | None = None,
         eod_token_id: int | None = None,
     ) -> None:
         self.tokenizer = load_tokenizer(tokenizer)
         bos = getattr(self.tokenizer, "bos_token_id", None)
-        eod = eod_token_id if eod_token_id is not None else self.tokenizer.eos_token_id
+        eod = eod_token_id
+        for name in ("eos_token_id", "sep_token_id"):
+            if eod is None:
+                eod = getattr(self.tokenizer, name, None)
         if add_bos and bos is None:
             raise ValueError(
-                "add_bos=True but the tokenizer has no bos_token_id; pass add_bos=False."
+                "add_bos=True but the tokenizer has no bos_token_id; pass add_bos=None (BOS "
+                "when the tokenizer has one) or add_bos=False."
             )
         if add_eos and eod is None:
             raise ValueError(
-                "add_eos=True but the tokenizer has no eos_token_id; pass eod_token_id=... "
+                "add_eos=True but the tokenizer has no EOS or SEP token; pass eod_token_id=... "
                 "or add_eos=False."
+            )
+        if add_eos is None and eod is None:
+            logger.warning(
+                "tokenizer %s has no EOS or SEP token: documents get no end-of-document token "
+                "(pass eod_token_id=... to add one).",
+                type(self.tokenizer).__name__,
             )
         pad = getattr(self.tokenizer, "pad_token_id", None)
         self.ids = _Ids(
-            bos=bos if add_bos else None,
-            eod=eod if add_eos else None,
+            bos=bos if add_bos is not False else None,
+            eod=eod if add_eos is not False else None,
             pad=int(pad if pad is not None else (eod if eod is not None else 0)),
         )
 

@@ -63,3 +63,9 @@ def test_carry_over_config_validates() -> None:
         CarryOver(max_carry_fraction=1.0)
     with pytest.raises(ValueError, match="max_age"):
         CarryOver(max_age=-1)
+
+
+def test_overlong_rejects_non_integer_lengths() -> None:
+    # 9.7 must not silently become 9 (and then 4 + 4 + 1).
+    with pytest.raises(ValueError, match="integers"):
+        apply_overlong([9.7, 3], 4, "split")

@@ -54,3 +54,33 @@ def test_carry_over_improves_fill_on_small_buffers() -> None:
 def test_warns_when_buffer_cannot_fill_a_pack() -> None:
     r = simulate([10] * 100, 1000, 8)
     assert r.warnings and "buffer of at least" in r.warnings[0]
+
+
+def test_overlong_truncate_and_split_are_counted() -> None:
+    # Pack 4, lengths [9, 3, 6]: truncate cuts 9 -> 4 (5 tokens lost) and 6 -> 4 (2 lost);
+    # split turns 9 into 4+4+1 and 6 into 4+2. Nothing may disappear without a count.
+    r = simulate([9, 3, 6], 4, 8, overlong="truncate")
+    assert (r.truncated_overlong, r.truncated_tokens, r.split_overlong, r.tokens) == (2, 7, 0, 11)
+    r = simulate([9, 3, 6], 4, 8, overlong="split")
+    assert (r.truncated_overlong, r.truncated_tokens, r.split_overlong, r.tokens) == (0, 0, 2, 18)
+    assert r.samples_packed == 6  # 3 + 1 + 2 pieces
+
+
+def test_non_integer_lengths_are_rejected_not_rounded() -> None:
+    # 3.5 tokens is a measuring bug upstream; casting it to 3 would silently lose a token.
+    with pytest.raises(ValueError, match="integers"):
+        simulate([3.5, 2], 10, 4)
+    assert simulate(np.array([3.0, 2.0]), 10, 4).tokens == 5  # integral floats are fine
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"pack_size": 0}, "pack_size=0"),  # not "length 3 > pack size 1"
+        ({"pack_size": 2, "alignment": 4}, "alignment=4"),  # not "truncate, split or drop"
+        ({"pack_size": 8, "max_samples_per_pack": 0}, "max_samples_per_pack=0"),
+    ],
+)
+def test_bad_settings_are_named_before_the_overlong_policy_runs(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        simulate([3], buffer_size=4, overlong="error", **kwargs)

@@ -110,3 +110,13 @@ def test_refuses_a_non_empty_output_directory(tmp_path: Path) -> None:
     res = CliRunner().invoke(command, [str(tmp_path / "out"), str(src)])
     assert res.exit_code == 1 and "exists and is not empty" in res.output
     assert (tmp_path / "out" / "keep.txt").read_text() == "precious"
+
+
+@pytest.mark.parametrize("name", ["latin1.txt", "latin1.jsonl"])
+def test_non_utf8_file_is_named(tmp_path: Path, name: str) -> None:
+    # The bare UnicodeDecodeError says "byte 0xe9 in position 1" but not which of many files.
+    bad = tmp_path / name
+    bad.write_bytes('{"text": "caf\u00e9"}\n'.encode("latin-1"))
+    res = CliRunner().invoke(command, [str(tmp_path / "out"), str(bad)])
+    assert res.exit_code == 1
+    assert f"{name}: not UTF-8 text" in res.output

@@ -101,3 +101,22 @@ def test_runs_as_a_real_command(tmp_path: Path) -> None:
         timeout=120,
     )
     assert json.loads(out.stdout)["packs"] == 3
+
+
+def test_empty_lengths_file_is_an_error(tmp_path: Path) -> None:
+    # An empty file would otherwise "simulate" 0 packs at 0.00% fill and exit 0.
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    res = CliRunner().invoke(command, [str(empty), "--pack-size", "6", "--buffer-size", "4"])
+    assert res.exit_code != 0 and "empty.txt: no lengths" in res.output
+
+
+def test_text_table_reports_overlong_counts(tmp_path: Path) -> None:
+    # Pack 4: 9 -> 4 (5 tokens cut), 3 fits.
+    path = tmp_path / "l.txt"
+    path.write_text("9\n3\n")
+    res = CliRunner().invoke(
+        command, [str(path), "--pack-size", "4", "--buffer-size", "8", "--overlong", "truncate"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "truncated 1 (5 tokens cut), split 0, dropped 0" in res.output

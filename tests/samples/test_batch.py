@@ -55,6 +55,9 @@ def test_bad_collation_raises() -> None:
         collate_packs([pack_documents([doc("a", 5)])], pad_to=4)
     with pytest.raises(ValueError, match="no packs"):
         collate_packs([])
+    # unpacked documents (energon without a packing buffer) are named, not an AttributeError
+    with pytest.raises(ValueError, match="'a' is a EncodedSample.*packing_buffer_size"):
+        collate_packs([doc("a", 3)])
 
 
 def _random_batch(seed: int) -> PackedTextBatch:
@@ -153,3 +156,23 @@ def test_captioning_batch_spans_in_flattened_coordinates() -> None:
     assert b.mrope_position_ids[0, 0].tolist() == [0, 1, 1, 1, 1, 3, 4, 5]
     kw = b.hf_kwargs("sdpa")
     assert kw["position_ids"].shape == (3, 2, 8) and kw["image_grid_thw"].shape == (2, 3)
+
+
+def test_captioning_packs_with_and_without_mrope_do_not_collate() -> None:
+    # Silently dropping the mRoPE ids of the whole batch would hand the model 1-D positions.
+    def cap(key: str) -> EncodedCaptioningSample:
+        return EncodedCaptioningSample(
+            __key__=key,
+            __restore_key__=(),
+            tokens=torch.arange(5),
+            loss_mask=torch.ones(5, dtype=torch.bool),
+            pixel_values=torch.zeros(16, 4),
+            image_grid_thw=torch.tensor([[1, 4, 4]]),
+            image_spans=torch.tensor([[1, 5]]),
+        )
+
+    with_ids = pack_documents([cap("a")], mrope=True)
+    without = pack_documents([cap("b")], mrope=False)
+    with pytest.raises(ValueError, match="'b' has no mrope_position_ids.*mrope=True"):
+        collate_packs([with_ids, without], pad_to=8)
+    assert collate_packs([without, without], pad_to=8).mrope_position_ids is None

@@ -159,3 +159,11 @@ def test_config_errors_say_what_to_do(fields: dict, match: str) -> None:
 def test_tokenizer_path_must_exist(tmp_path) -> None:
     with pytest.raises(ValueError, match="not a local directory"):
         LLMPackingTaskEncoder(tmp_path / "missing", pack_size=8)
+
+
+def test_a_loader_without_packing_buffer_is_refused(text_dataset, tokenizer_dir) -> None:
+    # Without packing_buffer_size energon never packs: unpacked documents would reach the user
+    # (batch_size=None) or collation would fail on them; the encoder says what to pass instead.
+    enc = LLMPackingTaskEncoder(tokenizer_dir, pack_size=PACK_SIZE)
+    with pytest.raises(ValueError, match="packing_buffer_size"):
+        make_loader(text_dataset.path, enc, packing_buffer_size=None)

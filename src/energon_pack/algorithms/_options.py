@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PackOptions", "prepare_lengths"]
+__all__ = ["PackOptions", "as_int_lengths", "prepare_lengths"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +49,24 @@ class PackOptions:
             )
 
 
+def as_int_lengths(lengths: Sequence[int] | np.ndarray) -> np.ndarray:
+    """``lengths`` as a new 1-D ``int64`` array; integral floats (``3.0``) are accepted.
+
+    Raises ``ValueError`` for another shape or a non-integer value (``3.5`` is never rounded:
+    a fractional token count is a measuring bug upstream).
+    """
+    arr = np.asarray(lengths)
+    if arr.ndim != 1:
+        raise ValueError(f"lengths must be one-dimensional, got shape {arr.shape}.")
+    if arr.size and arr.dtype.kind not in "iu":
+        if arr.dtype.kind != "f" or not np.all(np.floor(arr) == arr):
+            raise ValueError(
+                f"lengths must be integers (token counts), got dtype {arr.dtype}; "
+                "measure lengths in encode_sample and pass ints."
+            )
+    return arr.astype(np.int64, copy=True)
+
+
 def prepare_lengths(
     lengths: Sequence[int] | np.ndarray, capacity: int, alignment: int = 1
 ) -> np.ndarray:
@@ -65,20 +83,9 @@ def prepare_lengths(
         )
     if alignment < 1:
         raise ValueError(f"alignment={alignment} must be >= 1 (use 1 for no alignment).")
-    arr = np.asarray(lengths)
-    if arr.ndim != 1:
-        raise ValueError(f"lengths must be one-dimensional, got shape {arr.shape}.")
+    arr = as_int_lengths(lengths)
     if arr.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and np.all(np.floor(arr) == arr):
-            arr = arr.astype(np.int64)
-        else:
-            raise ValueError(
-                f"lengths must be integers (token counts), got dtype {arr.dtype}; "
-                "measure lengths in encode_sample and pass ints."
-            )
-    arr = arr.astype(np.int64, copy=True)
+        return arr
     low = int(arr.min())
     if low <= 0:
         i = int(np.argmin(arr))

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from energon_pack.algorithms._options import as_int_lengths
+
 __all__ = ["OverlongPolicy", "apply_overlong"]
 
 
@@ -39,7 +41,7 @@ def apply_overlong(
     policy = OverlongPolicy(policy)
     if limit < 1:
         raise ValueError(f"limit={limit} must be a positive pack size.")
-    arr = np.asarray(lengths, dtype=np.int64)
+    arr = as_int_lengths(lengths)
     over = arr > limit
     if not over.any():
         return arr.copy()

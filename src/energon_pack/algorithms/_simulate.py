@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from energon_pack.algorithms._carry_over import CarryOver, plan_carry_over
-from energon_pack.algorithms._options import prepare_lengths
+from energon_pack.algorithms._options import PackOptions, as_int_lengths, prepare_lengths
 from energon_pack.algorithms._overlong import OverlongPolicy, apply_overlong
 from energon_pack.algorithms._registry import DEFAULT_ALGORITHM, pack_lengths
 
@@ -47,6 +47,9 @@ class SimulationResult:
     samples_packed: int  #: samples after the over-long policy (split may add, drop removes)
     samples_out: int  #: samples emitted in packs (== samples_packed: nothing is lost)
     dropped_overlong: int
+    truncated_overlong: int  #: samples cut to the pack size (overlong="truncate")
+    truncated_tokens: int  #: tokens those cuts removed (not in ``tokens``)
+    split_overlong: int  #: samples split into pieces (overlong="split")
     packs: int
     tokens: int  #: real tokens in all packs (after truncation/splitting)
     fill: float
@@ -78,14 +81,26 @@ def simulate(
     """Simulate energon's packing buffer over ``lengths`` (see the module docstring)."""
     if buffer_size < 1:
         raise ValueError(f"buffer_size={buffer_size} must be >= 1 (packing_buffer_size).")
-    raw = np.asarray(lengths, dtype=np.int64)
+    if pack_size < 1:
+        raise ValueError(f"pack_size={pack_size} must be a positive number of tokens.")
+    PackOptions(max_samples_per_pack=max_samples_per_pack, alignment=alignment)  # validates
+    if alignment > pack_size:
+        raise ValueError(
+            f"alignment={alignment} exceeds pack_size={pack_size}: no sample fits; use an "
+            "alignment that divides the pack size."
+        )
+    raw = as_int_lengths(lengths)
     if raw.size and int(raw.min()) <= 0:
         i = int(np.argmin(raw))
         raise ValueError(f"length #{i} is {int(raw[i])}: lengths must be positive token counts.")
     policy = OverlongPolicy(overlong)
-    limit = pack_size - ((pack_size % alignment) if alignment > 1 else 0)
-    lens = apply_overlong(raw, max(limit, 1), policy)
-    dropped = int(raw.size - lens.size) if policy is OverlongPolicy.DROP else 0
+    limit = pack_size - pack_size % alignment  # the longest length that fits once aligned
+    lens = apply_overlong(raw, limit, policy)
+    over = raw[raw > limit]
+    dropped = int(over.size) if policy is OverlongPolicy.DROP else 0
+    truncated = int(over.size) if policy is OverlongPolicy.TRUNCATE else 0
+    truncated_tokens = int((over - limit).sum()) if truncated else 0
+    split = int(over.size) if policy is OverlongPolicy.SPLIT else 0
     packed_lens = prepare_lengths(lens, pack_size, alignment)  # validates, aligns
     lens_list = lens.tolist()
     packed_list = packed_lens.tolist()
@@ -185,6 +200,9 @@ def simulate(
         samples_packed=n,
         samples_out=samples_out,
         dropped_overlong=dropped,
+        truncated_overlong=truncated,
+        truncated_tokens=truncated_tokens,
+        split_overlong=split,
         packs=packs,
         tokens=tokens,
         fill=tokens / slots if slots else 0.0,

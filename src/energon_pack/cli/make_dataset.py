@@ -78,25 +78,31 @@ def read_documents(inputs: Iterable[Path], *, field: str = "text") -> tuple[list
     docs: list[str] = []
     empty = 0
     for path in _expand(inputs):
-        if path.suffix in JSONL_SUFFIXES:
-            before = len(docs) + empty
-            for text in _jsonl_documents(path, field):
-                if text.strip():
-                    docs.append(text)
-                else:
-                    empty += 1
-            if len(docs) + empty == before:
-                raise ValueError(f"{path}: no JSON lines in this file; remove it or fill it.")
-        elif path.suffix in TEXT_SUFFIXES:
-            text = path.read_text(encoding="utf-8")
-            if not text.strip():
-                raise ValueError(f"{path}: the file is empty (a .txt file is one document).")
-            docs.append(text)
-        else:
+        try:
+            if path.suffix in JSONL_SUFFIXES:
+                before = len(docs) + empty
+                for text in _jsonl_documents(path, field):
+                    if text.strip():
+                        docs.append(text)
+                    else:
+                        empty += 1
+                if len(docs) + empty == before:
+                    raise ValueError(f"{path}: no JSON lines in this file; remove it or fill it.")
+            elif path.suffix in TEXT_SUFFIXES:
+                text = path.read_text(encoding="utf-8")
+                if not text.strip():
+                    raise ValueError(f"{path}: the file is empty (a .txt file is one document).")
+                docs.append(text)
+            else:
+                raise ValueError(
+                    f"{path}: unsupported file type {path.suffix!r}; use .txt/.md (one document "
+                    "per file) or .jsonl (one JSON object per line)."
+                )
+        except UnicodeDecodeError as exc:
             raise ValueError(
-                f"{path}: unsupported file type {path.suffix!r}; use .txt/.md (one document per "
-                "file) or .jsonl (one JSON object per line)."
-            )
+                f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); convert it to "
+                "UTF-8 (e.g. iconv -t utf-8) or leave it out."
+            ) from exc
     if not docs:
         raise ValueError(f"no non-empty documents in {', '.join(map(str, inputs))}.")
     return docs, empty
@@ -113,7 +119,7 @@ def command(out: Path, inputs: tuple[Path, ...], field: str, samples_per_shard: 
         raise click.ClickException(f"{out} exists and is not empty; choose a new directory.")
     try:
         docs, empty = read_documents(inputs, field=field)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     from energon_pack.datasets import make_text_dataset
 

@@ -25,9 +25,11 @@ from energon_pack.cli._options import carry_over_option, packing_options
 
 
 def load_lengths(path: Path) -> np.ndarray:
-    """Read lengths from ``.npy`` or a text file with one integer per line."""
+    """Read lengths from ``.npy`` or a text file with one integer per line (at least one)."""
     if path.suffix == ".npy":
         arr = np.load(path)
+    elif not path.read_text().strip():
+        arr = np.zeros(0, dtype=np.int64)
     else:
         try:
             arr = np.loadtxt(path, dtype=np.int64, ndmin=1)
@@ -36,6 +38,11 @@ def load_lengths(path: Path) -> np.ndarray:
                 f"{path}: expected one integer per line ({exc})", param_hint="LENGTHS_FILE"
             ) from exc
     arr = np.asarray(arr).reshape(-1)
+    if arr.size == 0:
+        raise click.BadParameter(
+            f"{path}: no lengths in this file; write one token count per line (or a 1-D .npy).",
+            param_hint="LENGTHS_FILE",
+        )
     if arr.dtype.kind not in "iu":
         raise click.BadParameter(
             f"{path}: lengths must be integers, got dtype {arr.dtype}", param_hint="LENGTHS_FILE"
@@ -105,7 +112,11 @@ def command(
         ),
         ("tokens", f"{r.tokens}"),
         ("samples in/out", f"{r.samples_in} -> {r.samples_packed} packed -> {r.samples_out} out"),
-        ("dropped overlong", f"{r.dropped_overlong}"),
+        (
+            "over-long",
+            f"truncated {r.truncated_overlong} ({r.truncated_tokens} tokens cut), "
+            f"split {r.split_overlong}, dropped {r.dropped_overlong}",
+        ),
         ("samples per pack", f"{r.mean_samples_per_pack:.2f}"),
         ("select", f"{r.select_calls} calls, {r.select_seconds * 1e3:.1f} ms"),
         ("max age / wait", f"{r.max_age} buffers / {r.max_wait_samples} samples"),

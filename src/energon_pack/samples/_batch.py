@@ -180,6 +180,12 @@ def collate_packs(
     """
     if len(packs) == 0:
         raise ValueError("collate_packs got no packs; a batch needs at least one")
+    for p in packs:
+        if not isinstance(p, PackedTextSample):
+            raise ValueError(
+                f"collate_packs: {getattr(p, '__key__', p)!r} is a {type(p).__name__}, not a "
+                "pack; build packs with pack_documents (with energon: set packing_buffer_size)"
+            )
     captioning = isinstance(packs[0], PackedCaptioningSample)
     if any(isinstance(p, PackedCaptioningSample) != captioning for p in packs):
         raise ValueError("collate_packs got text and captioning packs mixed in one batch")
@@ -220,7 +226,13 @@ def collate_packs(
     caps: Sequence[PackedCaptioningSample] = packs  # type: ignore[assignment]
     spans = torch.cat([p.image_spans.view(-1, 2) + r * length for r, p in enumerate(caps)])
     mrope = None
-    if all(p.mrope_position_ids is not None for p in caps):
+    missing = [p.__key__ for p in caps if p.mrope_position_ids is None]
+    if missing and len(missing) < len(caps):
+        raise ValueError(
+            f"pack {missing[0]!r} has no mrope_position_ids but other packs of the batch do; "
+            "build every pack with the same mrope=True/False"
+        )
+    if not missing:
         mrope = torch.empty(3, batch, length, dtype=torch.int64)
         for r, p in enumerate(caps):
             assert p.mrope_position_ids is not None

@@ -212,8 +212,17 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         packing_buffer_size: int | None = None,
         worker_config: Any,
     ) -> Any:
-        """energon's ``build_batch``, with the carry-over packing dataset when configured."""
-        if self.config.carry_over is not None and packing_buffer_size is not None:
+        """energon's ``build_batch``, with the carry-over packing dataset when configured.
+
+        Raises ValueError when ``packing_buffer_size`` is None: energon would not pack at all.
+        """
+        if packing_buffer_size is None:
+            raise ValueError(
+                f"{type(self).__name__} packs documents, but packing_buffer_size is None, so "
+                "energon would pass unpacked documents on; pass packing_buffer_size=... "
+                "(samples per worker, e.g. 256) to get_train_dataset / get_val_dataset."
+            )
+        if self.config.carry_over is not None:
             from energon_pack.task_encoders.carry_over import build_packing_dataset
 
             dataset = build_packing_dataset(

@@ -15,7 +15,9 @@ buffer. With pack size 4 and a sample ``"k"`` of tokens ``[a b c d e f g h i]``:
 
 Image tokens are never cut: a cut that would fall inside an image span moves back to the start
 of that span, and each piece carries exactly the images (pixel rows, grid, spans) inside it. An
-image longer than the pack is an :class:`OverlongSampleError` under every cutting policy.
+image longer than the pack is an :class:`OverlongSampleError` under ``SPLIT``; under
+``TRUNCATE`` the cut moves back before it (the tokens before it are kept, the rest is counted
+as lost) and it is an error only when the document starts with it.
 Split pieces are emitted from a generator ``encode_sample``, so energon's restore key of piece
 ``i`` ends in ``(..., 'MapDataset', sample_index, i, ...)`` and ``restore_sample`` is exact.
 """

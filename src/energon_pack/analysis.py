@@ -240,8 +240,6 @@ def analyze_dataset(
     loader = _dataset_order_loader(Path(dataset), encoder, buffer_size, limit)
     pack_fills: list[float] = []
     tokens = documents = 0
-    # energon asks torch for pinned memory; on a CPU-only machine torch warns about it.
-    warnings.filterwarnings("ignore", message=".*pin_memory.*", category=UserWarning)
     bar = tqdm(
         iter(loader),
         desc="packing",
@@ -250,11 +248,14 @@ def analyze_dataset(
         file=sys.stderr,
         mininterval=0.5,
     )
-    for pack in bar:
-        n = int(sum(pack.doc_lengths))
-        tokens += n
-        documents += len(pack.doc_lengths)
-        pack_fills.append(n / pack_size)
+    with warnings.catch_warnings():
+        # energon asks torch for pinned memory; on a CPU-only machine torch warns about it.
+        warnings.filterwarnings("ignore", message=".*pin_memory.*", category=UserWarning)
+        for pack in bar:
+            n = int(sum(pack.doc_lengths))
+            tokens += n
+            documents += len(pack.doc_lengths)
+            pack_fills.append(n / pack_size)
     packs = len(pack_fills)
     lengths = list(encoder.lengths)
     options: dict[str, Any] = {"algorithm": algorithm, "overlong": overlong}

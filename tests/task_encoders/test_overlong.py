@@ -110,3 +110,28 @@ def test_stats_fill_and_documents_worked_example() -> None:
     assert (stats.last_fill, stats.last_documents) == (0.5, 1)
     assert stats.as_dict()["packs"] == 2
     assert "fill=75.0%" in stats.summary()
+
+
+def test_truncate_that_keeps_no_target_drops_and_counts() -> None:
+    # A 10-token SFT document whose prompt is 8 tokens: truncated to 6, no target token is
+    # left, so the sample would train on nothing; it is dropped (counted, key recorded).
+    sft = EncodedSample(
+        __key__="long-prompt",
+        __restore_key__=(),
+        tokens=torch.arange(10),
+        loss_mask=torch.tensor([False] * 8 + [True] * 2),
+    )
+    stats = PackingStats(log_every=0)
+    assert apply_overlong_policy(sft, 6, "truncate", stats) == []
+    assert (stats.dropped_overlong, stats.truncated) == (1, 0)
+    assert list(stats.dropped_keys) == ["long-prompt"]
+    # With one target left inside the cut (prompt of 5: token 5 is a target), it is truncated.
+    sft = EncodedSample(
+        __key__="short-prompt",
+        __restore_key__=(),
+        tokens=torch.arange(10),
+        loss_mask=torch.tensor([False] * 5 + [True] * 5),
+    )
+    (kept,) = apply_overlong_policy(sft, 6, "truncate", stats)
+    assert kept.loss_mask.tolist() == [False] * 5 + [True]
+    assert (stats.dropped_overlong, stats.truncated, stats.truncated_tokens) == (1, 1, 4)

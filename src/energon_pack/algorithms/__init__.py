@@ -32,6 +32,8 @@ from energon_pack.algorithms._registry import (
     pack_lengths,
 )
 from energon_pack.algorithms._repair import (
+    BUFFER_EFFORT,
+    BUFFER_LENGTHS,
     DEFAULT_EFFORT,
     SEARCH_EFFORT,
     RepairEffort,
@@ -45,6 +47,8 @@ from energon_pack.algorithms._simulate import SimulationResult, simulate
 
 __all__ = [
     "ALGORITHMS",
+    "BUFFER_EFFORT",
+    "BUFFER_LENGTHS",
     "DEFAULT_EFFORT",
     "SEARCH_EFFORT",
     "RepairEffort",

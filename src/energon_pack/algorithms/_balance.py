@@ -325,8 +325,9 @@ def balance_packs(
         max_samples_per_pack: Keep at most this many documents per pack.
 
     Returns:
-        The same documents in at most ``len(bins)`` packs, each within ``capacity``; packs are
-        never emptied or added, so fill is unchanged. Deterministic.
+        The same documents in at most ``len(bins)`` packs, each within ``capacity``: documents
+        only move between existing packs, no pack is added and a pack a move empties is left
+        out, so fill never drops. Deterministic.
     """
     model = cost or CostModel()
     lens = np.asarray(lengths, dtype=np.int64).tolist()

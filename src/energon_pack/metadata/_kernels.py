@@ -22,7 +22,7 @@ from typing import Any
 
 from energon_pack.metadata._documents import DocumentMetadata
 
-__all__ = ["flash_attn_kwargs", "packed_seq_params"]
+__all__ = ["flash_attn_kwargs", "packed_seq_params", "packed_seq_params_fields"]
 
 
 def flash_attn_kwargs(meta: DocumentMetadata) -> dict[str, Any]:

@@ -113,6 +113,16 @@ def apply_overlong_policy(
             raise OverlongSampleError(
                 _too_long_error(key, n, pack_size, policy, "its first image alone is too long")
             )
+        mask = torch.as_tensor(doc.loss_mask)
+        if bool(mask[1:].any()) and not bool(mask[1:cut].any()):
+            # E.g. an SFT prompt longer than the pack: what is kept would train on nothing.
+            stats.record_drop(
+                key,
+                f"{n} tokens > pack_size={pack_size} and truncation keeps no target token "
+                "(overlong='truncate'); raise pack_size, shorten the prompt, or use "
+                "overlong='split'",
+            )
+            return []
         stats.record_truncation(key, n - cut, pack_size)
         return [slice_document(doc, 0, cut, key=key)]
     # SPLIT

@@ -39,8 +39,9 @@ class PackingStats:
         documents: Documents emitted by ``encode_sample`` (a split sample emits several).
         truncated: Samples cut to the pack size; ``truncated_tokens`` counts the tokens lost.
         split: Samples split into several documents; ``split_pieces`` counts the pieces.
-        dropped_overlong: Samples dropped because they were longer than the pack.
-        dropped_empty: Samples dropped because they encoded to zero tokens.
+        dropped_overlong: Samples dropped because they were longer than the pack (policy
+            ``drop``, or ``truncate`` when the kept part would hold no target token).
+        dropped_empty: Documents dropped because they encoded to zero tokens (empty text).
         packs, pack_tokens, pack_documents, pack_capacity: Totals over packs built.
         last_fill, last_documents: Fill and document count of the most recent pack.
         dropped_keys: ``__key__`` of the most recent dropped samples (at most 1024).

@@ -86,6 +86,23 @@ def test_image_tokens_come_from_the_processor_worked_example(tokenizer_dir, imag
         assert torch.allclose(again.pixel_values, doc.pixel_values, atol=1e-5)
 
 
+def test_empty_caption_follows_the_text_rules(tokenizer_dir, image_processor) -> None:
+    """An empty caption still trains on EOD; without EOD there is nothing to learn: dropped."""
+    from megatron.energon import CaptioningSample
+
+    from energon_pack.testing.images import random_png_bytes
+
+    sample = CaptioningSample(
+        __key__="empty", __restore_key__=(), image=random_png_bytes(64, 48), caption=""
+    )
+    enc = encoder(tokenizer_dir, image_processor)
+    (doc,) = list(enc.encode_sample(sample))
+    assert doc.loss_mask.tolist() == [False] * 5 + [True]  # BOS, 4 images | EOS
+    enc = encoder(tokenizer_dir, image_processor, add_eos=False)
+    assert list(enc.encode_sample(sample)) == []
+    assert (enc.stats.dropped_empty, list(enc.stats.dropped_keys)) == (1, ["empty"])
+
+
 def test_mrope_positions(captioning_dataset, tokenizer_dir, image_processor) -> None:
     enc = encoder(tokenizer_dir, image_processor, mrope=True, overlong="drop")
     pack = next(iter(make_loader(captioning_dataset.path, enc, packing_buffer_size=8)))

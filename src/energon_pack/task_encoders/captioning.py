@@ -123,17 +123,16 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         num_image_tokens = int(grid.prod()) // self.spatial_merge_size**2
         caption = sample.caption
         caption = caption.decode() if isinstance(caption, (bytes, bytearray)) else caption
-        ids = self.tokenizer.ids
-        head = [ids.bos] if ids.bos is not None else []
-        body = self.tokenizer.encode_text(caption)
-        tail = [ids.eod] if ids.eod is not None else []
-        start = len(head)
-        tokens = head + [self.image_token_id] * num_image_tokens + body + tail
-        loss_mask = torch.zeros(len(tokens), dtype=torch.bool)
-        loss_mask[start + num_image_tokens :] = True
+        # [BOS] <image>*k caption [EOD]: the image tokens are the prompt (no loss), the caption
+        # and EOD the target. Nothing to learn (empty caption, no EOD) gives an empty document,
+        # which encode_sample drops and counts, as for text.
+        tokens, loss_mask = self.tokenizer.document(
+            [self.image_token_id] * num_image_tokens, self.tokenizer.encode_text(caption)
+        )
+        start = 1 if self.tokenizer.ids.bos is not None else 0
         return EncodedCaptioningSample.derive_from(
             sample,
-            tokens=torch.tensor(tokens, dtype=torch.int64),
+            tokens=tokens,
             loss_mask=loss_mask,
             pixel_values=pixel_values,
             image_grid_thw=grid,

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 import torch
+from megatron.energon import stateless
 
-from energon_pack.algorithms import ALGORITHMS
+from energon_pack.algorithms import ALGORITHMS, CarryOver
 from energon_pack.task_encoders import LLMPackingTaskEncoder, OverlongPolicy, PackingConfig
 from energon_pack.testing.contracts import assert_each_sample_once
 from energon_pack.testing.datasets import make_loader
@@ -167,3 +168,21 @@ def test_a_loader_without_packing_buffer_is_refused(text_dataset, tokenizer_dir)
     enc = LLMPackingTaskEncoder(tokenizer_dir, pack_size=PACK_SIZE)
     with pytest.raises(ValueError, match="packing_buffer_size"):
         make_loader(text_dataset.path, enc, packing_buffer_size=None)
+
+
+class _OnePerRow(LLMPackingTaskEncoder):
+    """Evaluation without packing: a subclass whose batch collates single documents."""
+
+    @stateless
+    def batch(self, samples: list[Any]) -> list[int]:
+        return [len(s.tokens) for s in samples]
+
+
+def test_encoder_with_its_own_batch_runs_without_a_packing_buffer(text_dataset, tokenizer_dir):
+    enc = _OnePerRow(tokenizer_dir, pack_size=PACK_SIZE, carry_over=CarryOver())
+    loader = make_loader(text_dataset.path, enc, packing_buffer_size=None, batch_size=4)
+    rows = [n for batch in loader for n in batch]
+    # Every document arrives alone in its own row (no pack is built, carry-over is unused).
+    assert enc.stats.samples == len(text_dataset.records)
+    assert len(rows) == enc.stats.documents > 0
+    assert enc.stats.packs == 0 and max(rows) <= PACK_SIZE

@@ -214,15 +214,19 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     ) -> Any:
         """energon's ``build_batch``, with the carry-over packing dataset when configured.
 
-        Raises ValueError when ``packing_buffer_size`` is None: energon would not pack at all.
+        Raises ValueError when ``packing_buffer_size`` is None and ``batch`` is this class's
+        (which collates packs): energon would pass unpacked documents to it. A subclass whose
+        ``batch`` collates documents itself (padding, evaluation without packing) may run
+        without a packing buffer.
         """
-        if packing_buffer_size is None:
+        if packing_buffer_size is None and type(self).batch is PackingTaskEncoder.batch:
             raise ValueError(
                 f"{type(self).__name__} packs documents, but packing_buffer_size is None, so "
                 "energon would pass unpacked documents on; pass packing_buffer_size=... "
-                "(samples per worker, e.g. 256) to get_train_dataset / get_val_dataset."
+                "(samples per worker, e.g. 256) to get_train_dataset / get_val_dataset, or "
+                "override batch() to collate single documents."
             )
-        if self.config.carry_over is not None:
+        if self.config.carry_over is not None and packing_buffer_size is not None:
             from energon_pack.task_encoders.carry_over import build_packing_dataset
 
             dataset = build_packing_dataset(

@@ -10,7 +10,9 @@ then runs ``energon prepare`` in-process, exactly as a user would on the command
     # out/shard_000000.tar: 000000.txt     out/shard_000001.tar: 000001.txt
     # out/.nv-meta/{dataset.yaml, split.yaml, .info.json, index.sqlite, index.uuid}
 
-Sample ``i`` gets the key ``f"{i:06d}"`` (:func:`sample_key`).
+Sample ``i`` gets the key ``f"{i:06d}"`` (:func:`sample_key`). Shards are written as the samples
+arrive, so :func:`make_text_dataset` also takes a generator and streams a corpus larger than
+memory to disk.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import contextlib
 import io
 import json
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +39,32 @@ def sample_key(index: int) -> str:
     return f"{index:06d}"
 
 
-def _write_shards(path: Path, samples: Sequence[dict[str, bytes]], samples_per_shard: int) -> None:
+def _write_shards(path: Path, samples: Iterable[dict[str, bytes]], samples_per_shard: int) -> int:
+    """Write ``samples`` as they arrive, ``samples_per_shard`` per tar; return how many.
+
+    Only one sample is held at a time, so ``samples`` may be a generator over a corpus larger
+    than memory. A shard is opened when its first sample arrives: no empty trailing shard.
+    """
     path.mkdir(parents=True, exist_ok=True)
-    for shard_start in range(0, len(samples), samples_per_shard):
-        with tarfile.open(path / f"shard_{shard_start // samples_per_shard:06d}.tar", "w") as tar:
-            for i in range(shard_start, min(shard_start + samples_per_shard, len(samples))):
-                for ext, data in samples[i].items():
-                    info = tarfile.TarInfo(f"{sample_key(i)}.{ext}")
-                    info.size = len(data)
-                    info.mtime = 0
-                    tar.addfile(info, io.BytesIO(data))
+    count = 0
+    tar: tarfile.TarFile | None = None
+    try:
+        for i, sample in enumerate(samples):
+            if i % samples_per_shard == 0:
+                if tar is not None:
+                    tar.close()
+                tar = tarfile.open(path / f"shard_{i // samples_per_shard:06d}.tar", "w")
+            assert tar is not None
+            for ext, data in sample.items():
+                info = tarfile.TarInfo(f"{sample_key(i)}.{ext}")
+                info.size = len(data)
+                info.mtime = 0
+                tar.addfile(info, io.BytesIO(data))
+            count = i + 1
+    finally:
+        if tar is not None:
+            tar.close()
+    return count
 
 
 def prepare_dataset(path: Path, *args: str) -> Path:
@@ -78,10 +96,14 @@ def _prepare_webdataset(path: Path, sample_type: str, field_map: dict[str, str])
     )
 
 
-def make_text_dataset(path: Path, texts: Sequence[str], *, samples_per_shard: int = 16) -> Path:
-    """A ``TextSample`` dataset (``txt`` files) at ``path``, sample ``i`` has key ``"{i:06d}"``."""
+def make_text_dataset(path: Path, texts: Iterable[str], *, samples_per_shard: int = 16) -> Path:
+    """A ``TextSample`` dataset (``txt`` files) at ``path``, sample ``i`` has key ``"{i:06d}"``.
+
+    ``texts`` may be a list or a generator: it is consumed once, shard by shard, and never held
+    in memory as a whole (``energon-pack make-dataset`` streams a JSONL of any size this way).
+    """
     path = Path(path)
-    _write_shards(path, [{"txt": t.encode()} for t in texts], samples_per_shard)
+    _write_shards(path, ({"txt": t.encode()} for t in texts), samples_per_shard)
     return _prepare_webdataset(path, "TextSample", {"text": "txt"})
 
 

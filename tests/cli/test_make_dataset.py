@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from energon_pack.cli.make_dataset import command, read_documents
+from energon_pack.cli.make_dataset import (
+    DocumentCounts,
+    command,
+    iter_documents,
+    read_documents,
+)
 
 
 def _read_back(path: Path) -> list[str]:
@@ -120,3 +125,72 @@ def test_non_utf8_file_is_named(tmp_path: Path, name: str) -> None:
     res = CliRunner().invoke(command, [str(tmp_path / "out"), str(bad)])
     assert res.exit_code == 1
     assert f"{name}: not UTF-8 text" in res.output
+
+
+def test_iter_documents_is_lazy_and_counts(tmp_path: Path) -> None:
+    # Line 4 is bad; a reader that parsed the whole file first would fail before yielding.
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"text": "one"}\n{"text": ""}\n{"text": "two"}\n{"text": 4}\n')
+    counts = DocumentCounts()
+    docs = iter_documents([src], counts=counts)
+    assert next(docs) == "one"
+    assert next(docs) == "two"  # line 2 is the empty string: skipped and counted
+    assert counts == DocumentCounts(documents=2, empty=1)
+    with pytest.raises(ValueError, match=r"a\.jsonl:4: field 'text' is int"):
+        next(docs)
+
+
+def test_iter_documents_matches_read_documents(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x.md").write_text("markdown doc")
+    _jsonl(tmp_path / "d" / "y.jsonl", [{"text": "j1"}, {"text": " "}, {"text": "j2"}])
+    inputs = [tmp_path / "d", _jsonl(tmp_path / "z.jsonl", [{"text": "z"}])]
+    counts = DocumentCounts()
+    streamed = list(iter_documents(inputs, counts=counts))
+    # x.md < y.jsonl inside d/, then z.jsonl; " " is whitespace-only, so skipped.
+    assert streamed == ["markdown doc", "j1", "j2", "z"]
+    assert read_documents(inputs) == (streamed, 1) and counts.empty == 1
+
+
+def _good_then_bad(path: Path, good: int) -> Path:
+    path.write_text("".join(f'{{"text": "doc {i}"}}\n' for i in range(good)) + "{oops\n")
+    return path
+
+
+@pytest.mark.parametrize("out_name", ["out", "new/deeper/out"])
+def test_a_bad_line_midway_removes_the_partial_dataset(tmp_path: Path, out_name: str) -> None:
+    # 25 good lines at 4 per shard: 7 shards are on disk when line 26 fails. The command must
+    # remove every directory it created (for "new/deeper/out" that is "new").
+    bad = _good_then_bad(tmp_path / "big.jsonl", good=25)
+    out = tmp_path / out_name
+    res = CliRunner().invoke(command, [str(out), str(bad), "--samples-per-shard", "4"])
+    assert res.exit_code == 1
+    assert "big.jsonl:26: not valid JSON" in res.output
+    assert not (tmp_path / out_name.split("/")[0]).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.jsonl"]
+
+
+def test_a_bad_line_midway_empties_an_existing_empty_out(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()  # allowed: OUT may exist if it is empty
+    good = _jsonl(tmp_path / "good.jsonl", [{"text": f"g{i}"} for i in range(5)])
+    bad = _good_then_bad(tmp_path / "bad.jsonl", good=3)
+    res = CliRunner().invoke(
+        command, [str(tmp_path / "out"), str(good), str(bad), "--samples-per-shard", "2"]
+    )
+    # The second file fails at its 4th line, after 8 documents (4 shards) were written.
+    assert res.exit_code == 1 and "bad.jsonl:4: not valid JSON" in res.output
+    assert (tmp_path / "out").is_dir() and not any((tmp_path / "out").iterdir())
+
+
+def test_streamed_cli_shards_match_the_list_writer(tmp_path: Path) -> None:
+    from energon_pack.datasets import make_text_dataset
+
+    records = [{"text": f"document {i} " + "x" * (i % 7)} for i in range(11)]
+    src = _jsonl(tmp_path / "a.jsonl", records)
+    res = CliRunner().invoke(command, [str(tmp_path / "cli"), str(src), "--samples-per-shard", "3"])
+    assert res.exit_code == 0, res.output
+    assert "wrote 11 documents (0 empty skipped) in 4 shards" in res.output  # ceil(11 / 3)
+    ref = make_text_dataset(tmp_path / "ref", [r["text"] for r in records], samples_per_shard=3)
+    cli_shards = {p.name: p.read_bytes() for p in (tmp_path / "cli").glob("*.tar")}
+    assert len(cli_shards) == 4
+    assert cli_shards == {p.name: p.read_bytes() for p in ref.glob("*.tar")}

@@ -118,6 +118,62 @@ def test_generator_draws_are_reproducible_and_isolated() -> None:
     assert len(set(first)) == 3
 
 
+def test_generator_leaves_the_callers_stream_alone() -> None:
+    """The wrapper computes one item ahead; the caller's draws between items stay its own."""
+    config = WorkerConfig(rank=0, world_size=1, num_workers=2)
+    enc = Encoder()
+
+    def caller_draws(with_generator: int) -> list[tuple[float, float, float]]:
+        random.seed(9)
+        np.random.seed(9)
+        torch.manual_seed(9)
+        config.worker_activate(3, override_global_rank=1)
+        try:
+            mine = [draws()]
+            for _ in enc.encode_gen(with_generator):
+                mine.append(draws())
+        finally:
+            config.worker_deactivate()
+        return mine
+
+    # Three items (each a seeded draw) between the caller's draws, against no generator at all.
+    assert caller_draws(3) == [*caller_draws(0), *draws_after(9, 3)]
+
+
+def draws_after(seed: int, n: int) -> list[tuple[float, float, float]]:
+    """The caller's draws 2..n+1 from ``seed`` (the first one is in ``caller_draws(0)``)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return [draws() for _ in range(n + 1)][1:]
+
+
+class Failing:
+    @seeded_stateless
+    def items(self, fail_at: int):
+        for i in range(3):
+            if i == fail_at:
+                raise ValueError(f"item {i} is bad")
+            yield i, random.random()
+
+
+def test_generator_errors_surface_where_the_generator_raises() -> None:
+    config = WorkerConfig(rank=0, world_size=1, num_workers=0)
+    config.worker_activate(0)
+    try:
+        got = []
+        with pytest.raises(ValueError, match="item 2 is bad"):
+            for item in Failing().items(2):
+                got.append(item[0])
+        assert got == [0, 1]  # both items before the bad one were delivered first
+        random.seed(4)
+        with pytest.raises(ValueError, match="item 0 is bad"):
+            next(Failing().items(0))
+        assert random.random() == random.Random(4).random()  # the caller's state is back
+    finally:
+        config.worker_deactivate()
+
+
 def test_outside_a_loader_runs_unseeded() -> None:
     assert current_seed_args() is None
     random.seed(5)

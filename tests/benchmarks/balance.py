@@ -14,6 +14,12 @@ cost at least their own cost, and the rest can at best be spread evenly (water f
 Two inputs: documents split at the pack size (the issue's setting: every document longer than
 the pack becomes full-size chunks, each a pack of its own, which pins the spread), and
 documents split at a quarter of the pack size (no pack is pinned, so balancing can work).
+
+The second table is per optimizer step: a rank trains on ``k`` packs per step (micro-batch
+size x gradient accumulation), so its step costs the sum of ``k`` consecutive packs of its
+stream. It gives the CV of that sum over every window of ``k`` packs (all offsets: a
+loader's batches start wherever they start) and the slowest-of-8 loss on those step costs, for
+the packing order and for ``step_packs=k`` (:func:`energon_pack.algorithms.step_order`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from energon_pack.algorithms import (
     pack_lengths,
     simulate,
     slowest_rank_loss,
+    step_order,
 )
 
 DEFAULT_LENGTHS = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
@@ -82,6 +89,34 @@ def measure(
     }
 
 
+def window_sums(costs: np.ndarray, k: int) -> np.ndarray:
+    """Sums of every ``k`` consecutive costs (all offsets)."""
+    c = np.concatenate(([0.0], np.cumsum(costs)))
+    return c[k:] - c[:-k]
+
+
+def step_rows(lens: np.ndarray, capacity: int, buffer: int, model: CostModel) -> list[str]:
+    """Rows of the per-step table for one input (packing order vs step_order)."""
+    rows = []
+    for algorithm in ("best_fit_decreasing", "balanced"):
+        per_buffer = []
+        for start in range(0, lens.size, buffer):
+            buf = lens[start : start + buffer]
+            per_buffer.append(
+                model.pack_costs(pack_lengths(buf, capacity, algorithm=algorithm), buf)
+            )
+        for k in (1, 2, 4, 8):
+            base = window_sums(np.concatenate(per_buffer), k)
+            ordered = window_sums(np.concatenate([c[step_order(c, k)] for c in per_buffer]), k)
+            rows.append(
+                f"| {algorithm} | {k} | {cost_spread(base):.4f} | {cost_spread(ordered):.4f} | "
+                f"{cost_spread(ordered) / cost_spread(base):.2f} | "
+                f"{100 * slowest_rank_loss(base, ranks=RANKS):.2f} | "
+                f"{100 * slowest_rank_loss(ordered, ranks=RANKS):.2f} |"
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS)
@@ -123,6 +158,18 @@ def main() -> None:
                     f"{r['cv']:.4f} | {r['floor']:.4f} | {r['cv'] / base['cv']:.2f} | "
                     f"{r['loss']:.2f} | {r['seconds']:.2f} |"
                 )
+    print(f"\n## Steps of k packs per rank, {source}, pack {cap}, buffer {args.buffer}, d=4096\n")
+    print(
+        f"| algorithm | k | step CV, packing order | step CV, step_order | ratio | "
+        f"slowest of {RANKS} loss %, packing order | slowest of {RANKS} loss %, step_order |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for split in (cap, cap // 4):
+        lens = apply_overlong(raw, split, "split")
+        np.random.default_rng(0).shuffle(lens)
+        print(f"| *docs split at {split}* | | | | | | |")
+        for row in step_rows(lens, cap, args.buffer, CostModel()):
+            print(row)
     print(f"\n## Streaming fill (energon buffer model), {source}, pack {cap}, overlong split\n")
     print("| buffer | algorithm | fill % | per-buffer bound % | select s |")
     print("|---:|---|---:|---:|---:|")

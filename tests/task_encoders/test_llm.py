@@ -150,11 +150,25 @@ def test_bos_and_eod_default_to_what_the_tokenizer_has(tokenizer_dir) -> None:
         ({"pack_size": 8, "alignment": 3}, "divide pack_size"),
         ({"pack_size": 8, "overlong": "cut"}, "truncate"),
         ({"pack_size": 8, "max_samples_per_pack": 0}, "max_samples_per_pack"),
+        ({"pack_size": 8, "step_packs": 0}, "gradient accumulation"),
     ],
 )
 def test_config_errors_say_what_to_do(fields: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         PackingConfig(**fields)
+
+
+def test_step_packs_reorders_the_same_packs(text_dataset, tokenizer_dir) -> None:
+    """step_packs only changes the order in which a buffer's packs are emitted."""
+
+    def packs(**kw: Any) -> list[Any]:
+        enc = LLMPackingTaskEncoder(tokenizer_dir, pack_size=PACK_SIZE, overlong="split", **kw)
+        return list(make_loader(text_dataset.path, enc, packing_buffer_size=40))
+
+    plain, stepped = packs(), packs(step_packs=2)
+    assert_each_sample_once(stepped, text_dataset.keys, dropped=[text_dataset.keys[5]])
+    assert sorted(p.sample_keys for p in stepped) == sorted(p.sample_keys for p in plain)
+    assert [p.sample_keys for p in stepped] != [p.sample_keys for p in plain]
 
 
 def test_tokenizer_path_must_exist(tmp_path) -> None:

@@ -30,6 +30,7 @@ from energon_pack.algorithms._repair import (
     best_fit_decreasing_repair,
     best_fit_decreasing_search,
 )
+from energon_pack.algorithms._step_order import step_order
 
 __all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "PackingAlgorithm", "pack_lengths"]
 
@@ -77,6 +78,7 @@ def pack_lengths(
     max_samples_per_pack: int | None = None,
     alignment: int = 1,
     balance: CostModel | None = None,
+    step_packs: int | None = None,
 ) -> list[list[int]]:
     """Partition ``range(len(lengths))`` into packs of at most ``capacity`` tokens.
 
@@ -90,6 +92,9 @@ def pack_lengths(
         balance: If given, even out the packs' estimated costs under this cost model after the
             algorithm ran (:func:`~energon_pack.algorithms.balance_packs`: same packs count,
             same fill). ``algorithm="balanced"`` is the default algorithm with ``CostModel()``.
+        step_packs: If given, order the packs so that any ``step_packs`` consecutive ones cost
+            about the same under ``balance`` (else ``CostModel()``): the packs one rank trains
+            on per optimizer step (:func:`~energon_pack.algorithms.step_order`; same packs).
 
     Returns:
         Bins of indices into ``lengths``: every index exactly once, deterministic.
@@ -114,4 +119,7 @@ def pack_lengths(
         bins = balance_packs(
             bins, arr, int(capacity), cost=balance, max_samples_per_pack=max_samples_per_pack
         )
+    if step_packs is not None:
+        costs = (balance or CostModel()).pack_costs(bins, arr)
+        bins = [bins[i] for i in step_order(costs, step_packs)]
     return bins

@@ -64,6 +64,11 @@ class PackingConfig:
         log_every: Log a stats summary every this many packs per process (0: never).
         carry_over: Put under-filled groups back into the reading buffer instead of emitting
             them (:mod:`energon_pack.task_encoders.carry_over`); ``None``: stock energon packing.
+        step_packs: Packs one data-parallel rank trains on per optimizer step (micro-batch size
+            x gradient accumulation steps): each buffer's packs are emitted in an order where
+            any ``step_packs`` consecutive ones cost about the same under ``CostModel()``, so
+            that ranks finish their steps together (:func:`energon_pack.algorithms.step_order`;
+            same packs, same fill). ``None``: the algorithm's order.
     """
 
     pack_size: int
@@ -74,6 +79,7 @@ class PackingConfig:
     pad_token_id: int = 0
     log_every: int = 1000
     carry_over: CarryOver | None = None
+    step_packs: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.pack_size, int) or self.pack_size < 1:
@@ -97,6 +103,11 @@ class PackingConfig:
             ) from None
         if self.log_every < 0:
             raise ValueError(f"log_every={self.log_every} must be >= 0.")
+        if self.step_packs is not None and self.step_packs < 1:
+            raise ValueError(
+                f"step_packs={self.step_packs} must be >= 1 (packs per rank per optimizer step: "
+                "micro-batch size x gradient accumulation), or None."
+            )
 
 
 class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic[T_sample]):
@@ -172,6 +183,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
             algorithm=self.config.algorithm,
             max_samples_per_pack=self.config.max_samples_per_pack,
             alignment=self.config.alignment,
+            step_packs=self.config.step_packs,
         )
         return [[samples[i] for i in b] for b in bins]
 

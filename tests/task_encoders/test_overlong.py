@@ -135,3 +135,23 @@ def test_truncate_that_keeps_no_target_drops_and_counts() -> None:
     (kept,) = apply_overlong_policy(sft, 6, "truncate", stats)
     assert kept.loss_mask.tolist() == [False] * 5 + [True]
     assert (stats.dropped_overlong, stats.truncated, stats.truncated_tokens) == (1, 1, 4)
+
+
+def test_split_leaves_out_target_free_pieces() -> None:
+    # 10 tokens, prompt of 7 (no loss), pack 4: pieces 0-3 (prompt only: left out), 4-7 and
+    # 8-9 (targets at 7, 8, 9). Keys keep their piece numbers.
+    sft = EncodedSample(
+        __key__="p",
+        __restore_key__=(),
+        tokens=torch.arange(10),
+        loss_mask=torch.tensor([False] * 7 + [True] * 3),
+    )
+    stats = PackingStats(log_every=0)
+    pieces = apply_overlong_policy(sft, 4, "split", stats)
+    assert [p.__key__ for p in pieces] == ["p#1", "p#2"]
+    assert [p.tokens.tolist() for p in pieces] == [[4, 5, 6, 7], [8, 9]]
+    assert (stats.split, stats.split_pieces, stats.split_pieces_dropped) == (1, 3, 1)
+    # Plain text (every token a target) keeps every piece, however short.
+    stats = PackingStats(log_every=0)
+    assert len(apply_overlong_policy(doc(9), 4, "split", stats)) == 3
+    assert stats.split_pieces_dropped == 0

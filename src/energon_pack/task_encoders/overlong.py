@@ -13,6 +13,11 @@ buffer. With pack size 4 and a sample ``"k"`` of tokens ``[a b c d e f g h i]``:
   ``encode_sample`` it goes to energon's error handler, which logs and skips the sample (and
   raises ``FatalSampleError`` after too many in a row).
 
+Nothing is kept that would train on nothing: when the loss mask leaves no target in what is
+kept (an SFT prompt longer than the pack), ``TRUNCATE`` drops the sample (counted in
+``stats.dropped_overlong``) and ``SPLIT`` leaves out the target-free pieces (counted in
+``stats.split_pieces_dropped``; the others keep their ``#i`` keys).
+
 Image tokens are never cut: a cut that would fall inside an image span moves back to the start
 of that span, and each piece carries exactly the images (pixel rows, grid, spans) inside it. An
 image longer than the pack is an :class:`OverlongSampleError` under ``SPLIT``; under
@@ -138,4 +143,10 @@ def apply_overlong_policy(
         start = end
     stats.split += 1
     stats.split_pieces += len(pieces)
+    if bool(torch.as_tensor(doc.loss_mask).any()):
+        # A piece with no target token (an SFT prompt's first pack-size chunk) trains nothing.
+        kept = [p for p in pieces if bool(torch.as_tensor(p.loss_mask).any())]
+        if len(kept) < len(pieces):
+            stats.record_dropped_pieces(key, len(pieces) - len(kept))
+            pieces = kept
     return pieces

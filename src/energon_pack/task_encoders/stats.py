@@ -39,6 +39,8 @@ class PackingStats:
         documents: Documents emitted by ``encode_sample`` (a split sample emits several).
         truncated: Samples cut to the pack size; ``truncated_tokens`` counts the tokens lost.
         split: Samples split into several documents; ``split_pieces`` counts the pieces.
+        split_pieces_dropped: Pieces of split samples left out because they hold no target
+            token (e.g. the prompt-only first piece of an SFT sample longer than the pack).
         dropped_overlong: Samples dropped because they were longer than the pack (policy
             ``drop``, or ``truncate`` when the kept part would hold no target token).
         dropped_empty: Documents dropped because they encoded to zero tokens (empty text).
@@ -54,6 +56,7 @@ class PackingStats:
     truncated_tokens: int = 0
     split: int = 0
     split_pieces: int = 0
+    split_pieces_dropped: int = 0
     dropped_overlong: int = 0
     dropped_empty: int = 0
     packs: int = 0
@@ -104,6 +107,19 @@ class PackingStats:
             lost_tokens,
         )
 
+    def record_dropped_pieces(self, key: str, count: int) -> None:
+        """Count ``count`` target-free pieces of split sample ``key`` that were left out; the
+        first time per process is logged at WARNING, later ones at DEBUG."""
+        first = self.split_pieces_dropped == 0
+        self.split_pieces_dropped += count
+        logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "energon_pack split sample %r and left out %d piece(s) without any target token "
+            "(e.g. a prompt longer than pack_size); counted in stats.split_pieces_dropped",
+            key,
+            count,
+        )
+
     def record_pack(self, *, doc_lengths: Sequence[int], capacity: int) -> None:
         """Count one pack of documents with these real lengths in a pack of ``capacity``."""
         tokens = int(sum(doc_lengths))
@@ -125,6 +141,7 @@ class PackingStats:
             "truncated_tokens": self.truncated_tokens,
             "split": self.split,
             "split_pieces": self.split_pieces,
+            "split_pieces_dropped": self.split_pieces_dropped,
             "dropped_overlong": self.dropped_overlong,
             "dropped_empty": self.dropped_empty,
             "packs": self.packs,

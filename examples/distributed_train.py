@@ -133,7 +133,14 @@ def main() -> None:
     alignment = args.alignment or (2 * args.cp if args.cp > 1 else 1)
     pack_size = math.lcm(args.pack_size, alignment)  # pack_size must be a multiple
     encoder = LLMPackingTaskEncoder(
-        tokenizer, pack_size=pack_size, alignment=alignment, overlong="split", log_every=0
+        tokenizer,
+        pack_size=pack_size,
+        alignment=alignment,
+        overlong="split",
+        log_every=0,
+        # Each rank trains on batch_size packs per step: emit packs so that any batch_size in a
+        # row cost about the same, and the ranks finish their steps together.
+        step_packs=args.batch_size,
     )
     vocab_size = len(encoder.tokenizer.tokenizer)
     checkpoint = Path(args.workdir) / "checkpoint.pt"

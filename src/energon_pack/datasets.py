@@ -101,6 +101,9 @@ def make_text_dataset(path: Path, texts: Iterable[str], *, samples_per_shard: in
 
     ``texts`` may be a list or a generator: it is consumed once, shard by shard, and never held
     in memory as a whole (``energon-pack make-dataset`` streams a JSONL of any size this way).
+    If ``texts`` raises midway, the shards written so far stay in ``path`` (no ``.nv-meta``, so
+    energon will not load them): write into a new directory and remove it on failure, as the
+    CLI does.
     """
     path = Path(path)
     _write_shards(path, ({"txt": t.encode()} for t in texts), samples_per_shard)

@@ -43,6 +43,8 @@ def test_ragged_tail_and_trivial_cases() -> None:
     assert step_order([3, 1, 2], 1) == [0, 1, 2]  # one pack per step: nothing to level
     with pytest.raises(ValueError, match="step_packs=0"):
         step_order([1, 2], 0)
+    with pytest.raises(ValueError, match="an int"):
+        step_order([1, 2], 2.0)
 
 
 @pytest.mark.parametrize("k", [2, 4, 8])

@@ -151,6 +151,7 @@ def test_bos_and_eod_default_to_what_the_tokenizer_has(tokenizer_dir) -> None:
         ({"pack_size": 8, "overlong": "cut"}, "truncate"),
         ({"pack_size": 8, "max_samples_per_pack": 0}, "max_samples_per_pack"),
         ({"pack_size": 8, "step_packs": 0}, "gradient accumulation"),
+        ({"pack_size": 8, "step_packs": "4"}, "an int"),
     ],
 )
 def test_config_errors_say_what_to_do(fields: dict, match: str) -> None:

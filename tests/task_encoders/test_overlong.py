@@ -155,3 +155,17 @@ def test_split_leaves_out_target_free_pieces() -> None:
     stats = PackingStats(log_every=0)
     assert len(apply_overlong_policy(doc(9), 4, "split", stats)) == 3
     assert stats.split_pieces_dropped == 0
+
+
+def test_split_counts_a_piece_of_one_target_token_as_target_free() -> None:
+    # 9 prompt tokens + 1 target, pack 9: pieces [0..8] (prompt) and [9] (one token, never
+    # predicted since it starts its own document): nothing left to learn, the sample is dropped.
+    sft = EncodedSample(
+        __key__="all-prompt",
+        __restore_key__=(),
+        tokens=torch.arange(10),
+        loss_mask=torch.tensor([False] * 9 + [True]),
+    )
+    stats = PackingStats(log_every=0)
+    assert apply_overlong_policy(sft, 9, "split", stats) == []
+    assert (stats.dropped_overlong, stats.split, stats.split_pieces_dropped) == (1, 0, 0)

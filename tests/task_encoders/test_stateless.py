@@ -29,6 +29,11 @@ class Encoder:
         for _ in range(x):
             yield draws()
 
+    @seeded_stateless(run_ahead=True)
+    def encode_gen_ahead(self, x: int):
+        for _ in range(x):
+            yield draws()
+
     @stateless(restore_seeds=True)
     def energon_encode(self, x: int) -> tuple[float, float, float]:
         return draws()
@@ -100,15 +105,16 @@ def test_caller_rng_state_is_restored() -> None:
     assert draws() == before
 
 
-def test_generator_draws_are_reproducible_and_isolated() -> None:
+@pytest.mark.parametrize("name", ["encode_gen", "encode_gen_ahead"])
+def test_generator_draws_are_reproducible_and_isolated(name: str) -> None:
     config = WorkerConfig(rank=0, world_size=1, num_workers=2)
     enc = Encoder()
-    first = call_as(config, 1, 3, enc.encode_gen, 3)
+    first = call_as(config, 1, 3, getattr(enc, name), 3)
     # Interleave the caller's own draws between the generator's items: same items.
     config.worker_activate(3, override_global_rank=1)
     try:
         interleaved = []
-        for item in enc.encode_gen(3):
+        for item in getattr(enc, name)(3):
             interleaved.append(item)
             random.random(), torch.rand(())
     finally:
@@ -118,8 +124,9 @@ def test_generator_draws_are_reproducible_and_isolated() -> None:
     assert len(set(first)) == 3
 
 
-def test_generator_leaves_the_callers_stream_alone() -> None:
-    """The wrapper computes one item ahead; the caller's draws between items stay its own."""
+@pytest.mark.parametrize("name", ["encode_gen", "encode_gen_ahead"])
+def test_generator_leaves_the_callers_stream_alone(name: str) -> None:
+    """The caller's draws between a generator's items stay its own (also one item ahead)."""
     config = WorkerConfig(rank=0, world_size=1, num_workers=2)
     enc = Encoder()
 
@@ -130,7 +137,7 @@ def test_generator_leaves_the_callers_stream_alone() -> None:
         config.worker_activate(3, override_global_rank=1)
         try:
             mine = [draws()]
-            for _ in enc.encode_gen(with_generator):
+            for _ in getattr(enc, name)(with_generator):
                 mine.append(draws())
         finally:
             config.worker_deactivate()
@@ -156,22 +163,47 @@ class Failing:
                 raise ValueError(f"item {i} is bad")
             yield i, random.random()
 
+    @seeded_stateless(run_ahead=True)
+    def items_ahead(self, fail_at: int):
+        yield from Failing.items.__wrapped__(self, fail_at)
 
-def test_generator_errors_surface_where_the_generator_raises() -> None:
+
+@pytest.mark.parametrize("name", ["items", "items_ahead"])
+def test_generator_errors_surface_where_the_generator_raises(name: str) -> None:
     config = WorkerConfig(rank=0, world_size=1, num_workers=0)
     config.worker_activate(0)
     try:
         got = []
         with pytest.raises(ValueError, match="item 2 is bad"):
-            for item in Failing().items(2):
+            for item in getattr(Failing(), name)(2):
                 got.append(item[0])
         assert got == [0, 1]  # both items before the bad one were delivered first
         random.seed(4)
         with pytest.raises(ValueError, match="item 0 is bad"):
-            next(Failing().items(0))
+            next(getattr(Failing(), name)(0))
         assert random.random() == random.Random(4).random()  # the caller's state is back
     finally:
         config.worker_deactivate()
+
+
+def test_plain_generators_are_not_run_ahead() -> None:
+    """Without run_ahead a generator may change an item after yielding it (as unwrapped)."""
+
+    class Growing:
+        @seeded_stateless
+        def shared(self):
+            out: list[int] = []
+            for i in range(3):
+                out.append(i)
+                yield out
+
+    config = WorkerConfig(rank=0, world_size=1, num_workers=0)
+    config.worker_activate(0)
+    try:
+        seen = [list(item) for item in Growing().shared()]  # copied when received
+    finally:
+        config.worker_deactivate()
+    assert seen == [[0], [0, 1], [0, 1, 2]]
 
 
 def test_outside_a_loader_runs_unseeded() -> None:

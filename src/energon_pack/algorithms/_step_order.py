@@ -43,12 +43,16 @@ def step_order(costs: Sequence[float] | np.ndarray, step_packs: int) -> list[int
     ``6 3 7 2 8 1 9 0``: any two in a row sum to 9 or 10).
 
     Raises:
-        ValueError: ``step_packs < 1``.
+        ValueError: ``step_packs`` is not an int >= 1.
     """
-    if step_packs < 1:
+    if (
+        not isinstance(step_packs, (int, np.integer))
+        or isinstance(step_packs, bool)
+        or step_packs < 1
+    ):
         raise ValueError(
-            f"step_packs={step_packs} must be >= 1: the packs one rank trains on per optimizer "
-            "step (micro-batch size x gradient accumulation steps)."
+            f"step_packs={step_packs!r} must be an int >= 1: the packs one rank trains on per "
+            "optimizer step (micro-batch size x gradient accumulation steps)."
         )
     arr = np.asarray(costs, dtype=np.float64)
     n = int(arr.size)

@@ -103,9 +103,13 @@ class PackingConfig:
             ) from None
         if self.log_every < 0:
             raise ValueError(f"log_every={self.log_every} must be >= 0.")
-        if self.step_packs is not None and self.step_packs < 1:
+        if self.step_packs is not None and (
+            not isinstance(self.step_packs, int)
+            or isinstance(self.step_packs, bool)
+            or self.step_packs < 1
+        ):
             raise ValueError(
-                f"step_packs={self.step_packs} must be >= 1 (packs per rank per optimizer step: "
+                f"step_packs={self.step_packs!r} must be an int >= 1 (packs per rank per optimizer step: "
                 "micro-batch size x gradient accumulation), or None."
             )
 
@@ -149,13 +153,15 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         ``__restore_key__``, ``__subflavors__`` and ``__sources__`` carry over. Runs seeded (from
         the worker seed and the sample's restore key): ``random``, NumPy and torch draws are
         reproduced on resume and by ``restore_sample``. Raise to skip a bad sample
-        (energon's error handler logs it and goes on).
+        (energon's error handler logs it and goes on). Return a new object for every document
+        and do not change it afterwards: ``encode_sample`` computes one document ahead of
+        energon (see ``seeded_stateless(run_ahead=True)``).
         """
         raise NotImplementedError(f"{type(self).__name__} must implement encode_document().")
 
     # -- energon hooks -----------------------------------------------------------------------
 
-    @seeded_stateless(seed_from=SeedSource.RESTORE_KEY)
+    @seeded_stateless(seed_from=SeedSource.RESTORE_KEY, run_ahead=True)
     def encode_sample(self, sample: T_sample) -> Generator[EncodedSample, None, None]:
         """Encode, drop empty documents, apply the over-long policy (yields 0..n documents).
 

@@ -141,12 +141,23 @@ def apply_overlong_policy(
             )
         pieces.append(slice_document(doc, start, end, key=f"{key}#{len(pieces)}"))
         start = end
-    stats.split += 1
-    stats.split_pieces += len(pieces)
-    if bool(torch.as_tensor(doc.loss_mask).any()):
-        # A piece with no target token (an SFT prompt's first pack-size chunk) trains nothing.
-        kept = [p for p in pieces if bool(torch.as_tensor(p.loss_mask).any())]
+    mask = torch.as_tensor(doc.loss_mask)
+    if bool(mask[1:].any()) and not bool(mask[1:].all()):
+        # Leave out the pieces without a target (a piece's first token is never predicted),
+        # e.g. an SFT prompt's first pack-size chunk. Text (every token a target) keeps all.
+        kept = [p for p in pieces if bool(torch.as_tensor(p.loss_mask)[1:].any())]
+        if not kept:
+            stats.record_drop(
+                key,
+                f"{n} tokens > pack_size={pack_size} and no piece of it holds a target token "
+                "(overlong='split'); raise pack_size or shorten the prompt",
+            )
+            return []
         if len(kept) < len(pieces):
             stats.record_dropped_pieces(key, len(pieces) - len(kept))
-            pieces = kept
+        stats.split += 1
+        stats.split_pieces += len(pieces)
+        return kept
+    stats.split += 1
+    stats.split_pieces += len(pieces)
     return pieces

@@ -125,15 +125,19 @@ def _wrap_function(fn: Callable[..., Any], seed_from: SeedSource) -> Callable[..
     return seeded
 
 
-def _wrap_generator(fn: Callable[..., Any], seed_from: SeedSource) -> Callable[..., Any]:
-    """Run the generator under its own RNG state, one item ahead of the consumer.
+def _wrap_generator(
+    fn: Callable[..., Any], seed_from: SeedSource, run_ahead: bool
+) -> Callable[..., Any]:
+    """Run the generator under its own RNG state, switching states as rarely as possible.
 
     Saving and restoring the RNG states costs about 0.1 ms each (NumPy's legacy state is most
-    of it), so the wrapper switches states as rarely as it can: each switch computes the item
-    asked for *and* the next one, so a generator that yields once (the usual ``encode_sample``)
-    costs one save and one restore, and the inner state is saved only while items remain. An
-    exception raised while computing the item ahead is re-raised when that item is asked for,
-    exactly where the unwrapped generator would raise it.
+    of it). Each ``next`` switches to the generator's state and back once (seeding on the first
+    call): a generator that yields once costs three saves and three restores. With
+    ``run_ahead``, each switch also computes the *next* item, so that generator costs one save
+    and one restore; the items and draws are the same, but the generator's code runs one item
+    early: it must not change an item after yielding it, and its side effects (counters) happen
+    one item sooner. An exception raised while computing the item ahead is re-raised when the
+    consumer asks for that item, where the plain generator would raise it.
     """
 
     @functools.wraps(fn)
@@ -144,7 +148,7 @@ def _wrap_generator(fn: Callable[..., Any], seed_from: SeedSource) -> Callable[.
             return
         it = iter(fn(*args, **kwargs))
         inner: Any = None  # the generator's RNG state between switches (None: not seeded yet)
-        ahead: list[Any] = []  # the item computed ahead, if any
+        ahead: list[Any] = []  # the item computed ahead, if any (run_ahead only)
         error: Exception | None = None  # raised while computing the item ahead
         done = False
         try:
@@ -157,28 +161,31 @@ def _wrap_generator(fn: Callable[..., Any], seed_from: SeedSource) -> Callable[.
                     raise error
                 else:
                     item = _NOTHING
-                if not done and error is None:
+                if not done and error is None and (run_ahead or item is _NOTHING):
                     outer = SystemRng.save_state()
                     if inner is None:
                         _seed_cpu_rngs(*seed)
                     else:
                         SystemRng.restore_state(inner)
                     try:
-                        if item is _NOTHING:  # the first call: compute the first item here
+                        if item is _NOTHING:
                             try:
                                 item = next(it)
                             except StopIteration:
-                                return
-                        try:
-                            ahead.append(next(it))
-                        except StopIteration:
-                            done = True
-                        except Exception as exc:  # re-raised when the consumer gets there
-                            error = exc
+                                done = True
+                        if run_ahead and not done:
+                            try:
+                                ahead.append(next(it))
+                            except StopIteration:
+                                done = True
+                            except Exception as exc:  # re-raised when the consumer gets there
+                                error = exc
                         if not done and error is None:
                             inner = SystemRng.save_state()
                     finally:
                         SystemRng.restore_state(outer)
+                    if item is _NOTHING:
+                        return
                 yield item
         finally:
             if not done:
@@ -196,7 +203,10 @@ def seeded_stateless(fn: F) -> F: ...
 
 @overload
 def seeded_stateless(
-    *, failure_tolerance: int | None = None, seed_from: SeedSource = SeedSource.SAMPLE_INDEX
+    *,
+    failure_tolerance: int | None = None,
+    seed_from: SeedSource = SeedSource.SAMPLE_INDEX,
+    run_ahead: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -205,6 +215,7 @@ def seeded_stateless(
     *,
     failure_tolerance: int | None = None,
     seed_from: SeedSource = SeedSource.SAMPLE_INDEX,
+    run_ahead: bool = False,
 ) -> F | Callable[[F], F]:
     """Mark ``fn`` stateless for energon and seed all RNGs from the worker seed on every call.
 
@@ -214,16 +225,22 @@ def seeded_stateless(
             before raising ``FatalSampleError`` (``None``: the task encoder's default, ``0``:
             unlimited), exactly like ``@stateless(failure_tolerance=...)``.
         seed_from: What the seed is derived from besides the worker seed (:class:`SeedSource`).
+        run_ahead: Generators only: compute each item together with the one before it, one RNG
+            switch per item instead of one per ``next`` (a one-item generator: 1 save and 1
+            restore instead of 3 and 3, about 0.4 ms less). Only for generators that yield a
+            new object each time and whose side effects may happen one item early.
     """
     if fn is None:
         return lambda f: seeded_stateless(
-            f, failure_tolerance=failure_tolerance, seed_from=seed_from
+            f, failure_tolerance=failure_tolerance, seed_from=seed_from, run_ahead=run_ahead
         )
     if failure_tolerance is not None and failure_tolerance < 0:
         raise ValueError(f"failure_tolerance={failure_tolerance} must be >= 0 (0: unlimited).")
     seed_from = SeedSource(seed_from)
-    wrap = _wrap_generator if inspect.isgeneratorfunction(fn) else _wrap_function
-    wrapped = wrap(fn, seed_from)
+    if inspect.isgeneratorfunction(fn):
+        wrapped = _wrap_generator(fn, seed_from, run_ahead)
+    else:
+        wrapped = _wrap_function(fn, seed_from)
     wrapped.__stateless__ = True  # type: ignore[attr-defined]
     if failure_tolerance is not None:
         wrapped.__failure_tolerance__ = failure_tolerance  # type: ignore[attr-defined]

@@ -24,6 +24,16 @@ def doc(n: int, key: str = "k") -> EncodedSample:
     )
 
 
+def sft_doc(key: str, prompt: int, n: int = 10) -> EncodedSample:
+    """``n`` tokens ``0..n-1``; the first ``prompt`` carry no loss (an SFT prompt)."""
+    return EncodedSample(
+        __key__=key,
+        __restore_key__=(),
+        tokens=torch.arange(n),
+        loss_mask=torch.tensor([False] * prompt + [True] * (n - prompt)),
+    )
+
+
 def caption_doc() -> EncodedCaptioningSample:
     """tokens: 0 1 [2 3 4 5] 6 7 [8 9] 10: two images of 4 and 2 tokens (grids 16 and 8 rows)."""
     return EncodedCaptioningSample(
@@ -115,23 +125,13 @@ def test_stats_fill_and_documents_worked_example() -> None:
 def test_truncate_that_keeps_no_target_drops_and_counts() -> None:
     # A 10-token SFT document whose prompt is 8 tokens: truncated to 6, no target token is
     # left, so the sample would train on nothing; it is dropped (counted, key recorded).
-    sft = EncodedSample(
-        __key__="long-prompt",
-        __restore_key__=(),
-        tokens=torch.arange(10),
-        loss_mask=torch.tensor([False] * 8 + [True] * 2),
-    )
+    sft = sft_doc("long-prompt", prompt=8)
     stats = PackingStats(log_every=0)
     assert apply_overlong_policy(sft, 6, "truncate", stats) == []
     assert (stats.dropped_overlong, stats.truncated) == (1, 0)
     assert list(stats.dropped_keys) == ["long-prompt"]
     # With one target left inside the cut (prompt of 5: token 5 is a target), it is truncated.
-    sft = EncodedSample(
-        __key__="short-prompt",
-        __restore_key__=(),
-        tokens=torch.arange(10),
-        loss_mask=torch.tensor([False] * 5 + [True] * 5),
-    )
+    sft = sft_doc("short-prompt", prompt=5)
     (kept,) = apply_overlong_policy(sft, 6, "truncate", stats)
     assert kept.loss_mask.tolist() == [False] * 5 + [True]
     assert (stats.dropped_overlong, stats.truncated, stats.truncated_tokens) == (1, 1, 4)
@@ -140,12 +140,7 @@ def test_truncate_that_keeps_no_target_drops_and_counts() -> None:
 def test_split_leaves_out_target_free_pieces() -> None:
     # 10 tokens, prompt of 7 (no loss), pack 4: pieces 0-3 (prompt only: left out), 4-7 and
     # 8-9 (targets at 7, 8, 9). Keys keep their piece numbers.
-    sft = EncodedSample(
-        __key__="p",
-        __restore_key__=(),
-        tokens=torch.arange(10),
-        loss_mask=torch.tensor([False] * 7 + [True] * 3),
-    )
+    sft = sft_doc("p", prompt=7)
     stats = PackingStats(log_every=0)
     pieces = apply_overlong_policy(sft, 4, "split", stats)
     assert [p.__key__ for p in pieces] == ["p#1", "p#2"]
@@ -160,12 +155,7 @@ def test_split_leaves_out_target_free_pieces() -> None:
 def test_split_counts_a_piece_of_one_target_token_as_target_free() -> None:
     # 9 prompt tokens + 1 target, pack 9: pieces [0..8] (prompt) and [9] (one token, never
     # predicted since it starts its own document): nothing left to learn, the sample is dropped.
-    sft = EncodedSample(
-        __key__="all-prompt",
-        __restore_key__=(),
-        tokens=torch.arange(10),
-        loss_mask=torch.tensor([False] * 9 + [True]),
-    )
+    sft = sft_doc("all-prompt", prompt=9)
     stats = PackingStats(log_every=0)
     assert apply_overlong_policy(sft, 9, "split", stats) == []
     assert (stats.dropped_overlong, stats.split, stats.split_pieces_dropped) == (1, 0, 0)

@@ -11,7 +11,12 @@ import torch
 from megatron.energon import stateless
 
 from energon_pack.algorithms import ALGORITHMS, CarryOver
-from energon_pack.task_encoders import LLMPackingTaskEncoder, OverlongPolicy, PackingConfig
+from energon_pack.task_encoders import (
+    LLMPackingTaskEncoder,
+    OverlongPolicy,
+    PackingConfig,
+    SmallPackingBufferWarning,
+)
 from energon_pack.testing.contracts import assert_each_sample_once
 from energon_pack.testing.datasets import make_loader
 
@@ -201,3 +206,26 @@ def test_encoder_with_its_own_batch_runs_without_a_packing_buffer(text_dataset, 
     assert enc.stats.samples == len(text_dataset.records)
     assert len(rows) == enc.stats.documents > 0
     assert enc.stats.packs == 0 and max(rows) <= PACK_SIZE
+
+
+def test_stock_packing_warns_once_when_a_full_buffer_cannot_fill_a_pack(
+    text_dataset, tokenizer_dir
+) -> None:
+    # Buffers of 2 samples (a few to 40 words each) cannot fill 2048 tokens: one warning per
+    # process, naming a buffer size that would; the end-of-data flush is not judged.
+    enc = LLMPackingTaskEncoder(tokenizer_dir, pack_size=2048, overlong="split")
+    with pytest.warns(SmallPackingBufferWarning) as record:
+        packs = list(make_loader(text_dataset.path, enc, packing_buffer_size=2))
+    messages = [str(w.message) for w in record if w.category is SmallPackingBufferWarning]
+    assert len(messages) == 1
+    assert "packing_buffer_size=2 cannot fill one pack" in messages[0]
+    assert "Use packing_buffer_size >= " in messages[0]
+    assert_each_sample_once(packs, text_dataset.keys, dropped=enc.stats.dropped_keys)
+
+
+def test_stock_packing_with_a_large_enough_buffer_does_not_warn(
+    text_dataset, tokenizer_dir, recwarn
+) -> None:
+    enc = LLMPackingTaskEncoder(tokenizer_dir, pack_size=PACK_SIZE, overlong="split")
+    list(make_loader(text_dataset.path, enc, packing_buffer_size=16))
+    assert not [w for w in recwarn if w.category is SmallPackingBufferWarning]

@@ -18,6 +18,7 @@ process.
 
 from energon_pack.algorithms import OverlongPolicy
 from energon_pack.task_encoders.base import PackingConfig, PackingTaskEncoder
+from energon_pack.task_encoders.buffer_size import SmallPackingBufferWarning
 from energon_pack.task_encoders.captioning import CaptioningPackingTaskEncoder, to_pil_image
 from energon_pack.task_encoders.llm import LLMPackingTaskEncoder, cook_text
 from energon_pack.task_encoders.overlong import (
@@ -46,6 +47,7 @@ __all__ = [
     "PromptResponseSample",
     "SFTPackingTaskEncoder",
     "SeedSource",
+    "SmallPackingBufferWarning",
     "apply_overlong_policy",
     "cook_prompt_response",
     "cook_text",

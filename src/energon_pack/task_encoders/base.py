@@ -25,6 +25,8 @@ both 8/8 full. Use it with energon::
 from __future__ import annotations
 
 import dataclasses
+import math
+import warnings
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -39,6 +41,7 @@ from energon_pack.algorithms import (
     pack_lengths,
 )
 from energon_pack.samples import EncodedSample, PackedTextSample, collate_packs, pack_documents
+from energon_pack.task_encoders.buffer_size import SmallPackingBufferWarning, small_buffer_message
 from energon_pack.task_encoders.overlong import apply_overlong_policy
 from energon_pack.task_encoders.stateless import SeedSource, seeded_stateless
 from energon_pack.task_encoders.stats import PackingStats, logger
@@ -138,6 +141,9 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
             config = dataclasses.replace(config, **config_fields)
         self.config = config
         self.stats = PackingStats(log_every=config.log_every)
+        # Set by build_batch for stock packing (no carry-over): the buffer size to check.
+        self._stock_buffer_size: float = math.inf
+        self._warned_small_buffer = False
 
     @property
     def pack_size(self) -> int:
@@ -183,8 +189,15 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
     def select_samples_to_pack(self, samples: list[EncodedSample]) -> list[list[EncodedSample]]:
         """Partition the buffer with the configured algorithm (every sample exactly once)."""
+        lengths = [len(s.tokens) for s in samples]
+        if not self._warned_small_buffer and len(samples) >= self._stock_buffer_size:
+            # A full buffer (not the end-of-data flush) that cannot fill a pack: say so once.
+            message = small_buffer_message(lengths, self.config.pack_size, len(samples))
+            if message is not None:
+                self._warned_small_buffer = True
+                warnings.warn(message, SmallPackingBufferWarning, stacklevel=2)
         bins = pack_lengths(
-            [len(s.tokens) for s in samples],
+            lengths,
             self.config.pack_size,
             algorithm=self.config.algorithm,
             max_samples_per_pack=self.config.max_samples_per_pack,
@@ -244,6 +257,9 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
                 "(samples per worker, e.g. 256) to get_train_dataset / get_val_dataset, or "
                 "override batch() to collate single documents."
             )
+        if self.config.carry_over is None and packing_buffer_size is not None:
+            # The stock path checks the buffer in select_samples_to_pack (carry-over: its dataset).
+            self._stock_buffer_size = packing_buffer_size
         if self.config.carry_over is not None and packing_buffer_size is not None:
             from energon_pack.task_encoders.carry_over import build_packing_dataset
 

@@ -35,7 +35,6 @@ and ``_reading_buffer``); it refuses to run on energon versions it was not verif
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
@@ -46,6 +45,7 @@ from megatron.energon.worker import WorkerConfig
 from megatron.energon.wrappers.packing_dataset import PackingDataset
 
 from energon_pack.algorithms import CarryOver, CarryOverPlan, plan_carry_over
+from energon_pack.task_encoders.buffer_size import SmallPackingBufferWarning, small_buffer_message
 
 __all__ = [
     "VERIFIED_ENERGON_VERSIONS",
@@ -59,10 +59,6 @@ __all__ = [
 #: megatron-energon ``major.minor`` series the wrapper was verified against (state layout,
 #: ``PackingDataset`` internals, restore keys).
 VERIFIED_ENERGON_VERSIONS: tuple[str, ...] = ("7.4",)
-
-
-class SmallPackingBufferWarning(UserWarning):
-    """The packing buffer holds fewer tokens than one pack: packs cannot be filled."""
 
 
 class CarryOverPlanner(Protocol):
@@ -207,20 +203,12 @@ class CarryOverPackingDataset(PackingDataset):
         return [[samples[i] for i in group] for group in plan.emit]
 
     def _warn_if_buffer_too_small(self, lengths: list[int]) -> None:
-        if self._warned_small_buffer or not lengths:
+        if self._warned_small_buffer:
             return
-        mean = sum(lengths) / len(lengths)
-        per_pack = self.pack_size / mean
-        if per_pack > len(lengths):
+        message = small_buffer_message(lengths, self.pack_size, self.buffer_size)
+        if message is not None:
             self._warned_small_buffer = True
-            warnings.warn(
-                f"packing_buffer_size={self.buffer_size} cannot fill one pack: samples average "
-                f"{mean:.1f} tokens, so a {self.pack_size}-token pack needs about "
-                f"{per_pack:.1f} samples. Use packing_buffer_size >= {math.ceil(per_pack)} "
-                f"(about {4 * math.ceil(per_pack)} for near-full packs).",
-                SmallPackingBufferWarning,
-                stacklevel=2,
-            )
+            warnings.warn(message, SmallPackingBufferWarning, stacklevel=2)
 
     def config(self) -> dict[str, Any]:
         config = super().config()

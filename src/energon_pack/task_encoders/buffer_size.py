@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Warn when a packing buffer cannot fill one pack, and say which buffer size would.
+
+energon packs each buffer of ``packing_buffer_size`` samples on its own (carry-over aside), so
+a buffer whose samples total fewer tokens than one pack can only emit under-filled packs. With
+pack size 4096 and samples of 100 tokens on average, a pack needs about 41 samples: a buffer of
+16 fills at most 39 % of a pack, and the warning says so::
+
+    packing_buffer_size=16 cannot fill one pack: samples average 100.0 tokens, so a 4096-token
+    pack needs about 41.0 samples. Use packing_buffer_size >= 41 (about 164 for near-full packs).
+
+Both packing paths check one full buffer per process: the stock path in
+``PackingTaskEncoder.select_samples_to_pack`` (a buffer shorter than ``packing_buffer_size``
+is the end-of-data flush and proves nothing), the carry-over dataset before it plans.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+__all__ = ["SmallPackingBufferWarning", "small_buffer_message"]
+
+
+class SmallPackingBufferWarning(UserWarning):
+    """The packing buffer holds fewer tokens than one pack: packs cannot be filled."""
+
+
+def small_buffer_message(lengths: Sequence[int], pack_size: int, buffer_size: int) -> str | None:
+    """The warning text when ``lengths`` (one buffer) cannot fill a pack, else ``None``.
+
+    ``small_buffer_message([100] * 16, 4096, 16)`` names ``packing_buffer_size >= 41``.
+    """
+    if not lengths:
+        return None
+    mean = sum(lengths) / len(lengths)
+    per_pack = pack_size / mean
+    if per_pack <= len(lengths):
+        return None
+    return (
+        f"packing_buffer_size={buffer_size} cannot fill one pack: samples average "
+        f"{mean:.1f} tokens, so a {pack_size}-token pack needs about {per_pack:.1f} samples. "
+        f"Use packing_buffer_size >= {math.ceil(per_pack)} (about {4 * math.ceil(per_pack)} "
+        "for near-full packs)."
+    )

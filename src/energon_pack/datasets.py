@@ -39,14 +39,13 @@ def sample_key(index: int) -> str:
     return f"{index:06d}"
 
 
-def _write_shards(path: Path, samples: Iterable[dict[str, bytes]], samples_per_shard: int) -> int:
-    """Write ``samples`` as they arrive, ``samples_per_shard`` per tar; return how many.
+def _write_shards(path: Path, samples: Iterable[dict[str, bytes]], samples_per_shard: int) -> None:
+    """Write ``samples`` as they arrive, ``samples_per_shard`` per tar.
 
     Only one sample is held at a time, so ``samples`` may be a generator over a corpus larger
     than memory. A shard is opened when its first sample arrives: no empty trailing shard.
     """
     path.mkdir(parents=True, exist_ok=True)
-    count = 0
     tar: tarfile.TarFile | None = None
     try:
         for i, sample in enumerate(samples):
@@ -60,11 +59,9 @@ def _write_shards(path: Path, samples: Iterable[dict[str, bytes]], samples_per_s
                 info.size = len(data)
                 info.mtime = 0
                 tar.addfile(info, io.BytesIO(data))
-            count = i + 1
     finally:
         if tar is not None:
             tar.close()
-    return count
 
 
 def prepare_dataset(path: Path, *args: str) -> Path:

@@ -44,7 +44,7 @@ from energon_pack.algorithms._repair import (
     repair_packs,
 )
 from energon_pack.algorithms._simulate import SimulationResult, simulate
-from energon_pack.algorithms._step_order import step_order
+from energon_pack.algorithms._step_order import check_step_packs, step_order
 
 __all__ = [
     "ALGORITHMS",
@@ -55,6 +55,7 @@ __all__ = [
     "RepairEffort",
     "best_fit_decreasing_search",
     "repair_packs",
+    "check_step_packs",
     "step_order",
     "DEFAULT_ALGORITHM",
     "CarryOver",

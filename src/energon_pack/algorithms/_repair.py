@@ -27,8 +27,8 @@ by call size: up to :data:`BUFFER_LENGTHS` lengths (energon packing buffers) it 
 packs for 3 rounds (:data:`BUFFER_EFFORT`, about 12 ms per 2048-sample buffer, 6 us per sample,
 for packs within 0.1 points of the per-buffer bound on real text); above it, 64 + 16 packs for 2
 rounds (:data:`DEFAULT_EFFORT`, a few milliseconds, so that 10k-100k offline calls stay
-fast). ``best_fit_decreasing_search`` adds 160 + 40 packs and 6 rounds at every size. Every pack stays within capacity and ``max_samples_per_pack``; the result
-is deterministic.
+fast). ``best_fit_decreasing_search`` adds 160 + 40 packs and 6 rounds at every size. Every
+pack stays within capacity and ``max_samples_per_pack``; the result is deterministic.
 """
 
 from __future__ import annotations

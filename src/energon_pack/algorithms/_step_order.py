@@ -10,9 +10,9 @@ packs does not: a costly pack next to cheap ones levels the group.
 The packs are sorted by cost (costliest first, ties by position) and cut into ``k =
 step_packs`` strata of ``m = ceil(n / k)`` consecutive ranks; output position ``i * k + j``
 takes the ``i``-th pack of stratum ``j``; strata are read alternately from their cheap and
-their costly end (the last one costly first), so that a row's sum stays level (serpentine). Any ``k`` consecutive positions then
-hold one pack of each stratum from two neighbouring rows, whatever the offset at which the
-loader's batches start: an encoder cannot know that offset (energon batches across buffers),
+their costly end (the last one costly first), so that a row's sum stays level (serpentine).
+Any ``k`` consecutive positions then hold one pack of each stratum from two neighbouring rows,
+whatever the offset at which the loader's batches start: an encoder cannot know that offset (energon batches across buffers),
 so the order must not depend on it.
 
 Worked example, ``k = 2``, pack costs ``[9, 8, 7, 6, 3, 2, 1, 0]`` in packing order (best-fit
@@ -33,7 +33,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["step_order"]
+__all__ = ["check_step_packs", "step_order"]
+
+
+def check_step_packs(step_packs: object) -> None:
+    """Raise ``ValueError`` unless ``step_packs`` is an int >= 1 (bools are not)."""
+    if (
+        not isinstance(step_packs, (int, np.integer))
+        or isinstance(step_packs, bool)
+        or step_packs < 1
+    ):
+        raise ValueError(
+            f"step_packs={step_packs!r} must be an int >= 1: the packs one rank trains on per "
+            "optimizer step (micro-batch size x gradient accumulation steps)."
+        )
 
 
 def step_order(costs: Sequence[float] | np.ndarray, step_packs: int) -> list[int]:
@@ -45,15 +58,7 @@ def step_order(costs: Sequence[float] | np.ndarray, step_packs: int) -> list[int
     Raises:
         ValueError: ``step_packs`` is not an int >= 1.
     """
-    if (
-        not isinstance(step_packs, (int, np.integer))
-        or isinstance(step_packs, bool)
-        or step_packs < 1
-    ):
-        raise ValueError(
-            f"step_packs={step_packs!r} must be an int >= 1: the packs one rank trains on per "
-            "optimizer step (micro-batch size x gradient accumulation steps)."
-        )
+    check_step_packs(step_packs)
     arr = np.asarray(costs, dtype=np.float64)
     n = int(arr.size)
     k = step_packs

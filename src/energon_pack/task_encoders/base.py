@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -38,10 +37,11 @@ from energon_pack.algorithms import (
     DEFAULT_ALGORITHM,
     CarryOver,
     OverlongPolicy,
+    check_step_packs,
     pack_lengths,
 )
 from energon_pack.samples import EncodedSample, PackedTextSample, collate_packs, pack_documents
-from energon_pack.task_encoders.buffer_size import SmallPackingBufferWarning, small_buffer_message
+from energon_pack.task_encoders.buffer_size import warn_if_buffer_too_small
 from energon_pack.task_encoders.overlong import apply_overlong_policy
 from energon_pack.task_encoders.stateless import SeedSource, seeded_stateless
 from energon_pack.task_encoders.stats import PackingStats, logger
@@ -106,15 +106,8 @@ class PackingConfig:
             ) from None
         if self.log_every < 0:
             raise ValueError(f"log_every={self.log_every} must be >= 0.")
-        if self.step_packs is not None and (
-            not isinstance(self.step_packs, int)
-            or isinstance(self.step_packs, bool)
-            or self.step_packs < 1
-        ):
-            raise ValueError(
-                f"step_packs={self.step_packs!r} must be an int >= 1 (packs per rank per optimizer step: "
-                "micro-batch size x gradient accumulation), or None."
-            )
+        if self.step_packs is not None:
+            check_step_packs(self.step_packs)
 
 
 class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic[T_sample]):
@@ -192,10 +185,9 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         lengths = [len(s.tokens) for s in samples]
         if not self._warned_small_buffer and len(samples) >= self._stock_buffer_size:
             # A full buffer (not the end-of-data flush) that cannot fill a pack: say so once.
-            message = small_buffer_message(lengths, self.config.pack_size, len(samples))
-            if message is not None:
-                self._warned_small_buffer = True
-                warnings.warn(message, SmallPackingBufferWarning, stacklevel=2)
+            self._warned_small_buffer = warn_if_buffer_too_small(
+                lengths, self.config.pack_size, len(samples)
+            )
         bins = pack_lengths(
             lengths,
             self.config.pack_size,
@@ -257,10 +249,10 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
                 "(samples per worker, e.g. 256) to get_train_dataset / get_val_dataset, or "
                 "override batch() to collate single documents."
             )
-        if self.config.carry_over is None and packing_buffer_size is not None:
+        if packing_buffer_size is not None and self.config.carry_over is None:
             # The stock path checks the buffer in select_samples_to_pack (carry-over: its dataset).
             self._stock_buffer_size = packing_buffer_size
-        if self.config.carry_over is not None and packing_buffer_size is not None:
+        elif packing_buffer_size is not None:
             from energon_pack.task_encoders.carry_over import build_packing_dataset
 
             dataset = build_packing_dataset(

@@ -17,9 +17,10 @@ is the end-of-data flush and proves nothing), the carry-over dataset before it p
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
-__all__ = ["SmallPackingBufferWarning", "small_buffer_message"]
+__all__ = ["SmallPackingBufferWarning", "small_buffer_message", "warn_if_buffer_too_small"]
 
 
 class SmallPackingBufferWarning(UserWarning):
@@ -43,3 +44,16 @@ def small_buffer_message(lengths: Sequence[int], pack_size: int, buffer_size: in
         f"Use packing_buffer_size >= {math.ceil(per_pack)} (about {4 * math.ceil(per_pack)} "
         "for near-full packs)."
     )
+
+
+def warn_if_buffer_too_small(lengths: Sequence[int], pack_size: int, buffer_size: int) -> bool:
+    """Issue :class:`SmallPackingBufferWarning` when :func:`small_buffer_message` has one.
+
+    Returns whether it warned, so that the caller (which keeps its own once-per-process flag)
+    checks no further buffers. The warning points at energon's call of the packer.
+    """
+    message = small_buffer_message(lengths, pack_size, buffer_size)
+    if message is None:
+        return False
+    warnings.warn(message, SmallPackingBufferWarning, stacklevel=3)
+    return True

@@ -35,7 +35,6 @@ and ``_reading_buffer``); it refuses to run on energon versions it was not verif
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -45,7 +44,10 @@ from megatron.energon.worker import WorkerConfig
 from megatron.energon.wrappers.packing_dataset import PackingDataset
 
 from energon_pack.algorithms import CarryOver, CarryOverPlan, plan_carry_over
-from energon_pack.task_encoders.buffer_size import SmallPackingBufferWarning, small_buffer_message
+from energon_pack.task_encoders.buffer_size import (
+    SmallPackingBufferWarning,
+    warn_if_buffer_too_small,
+)
 
 __all__ = [
     "VERIFIED_ENERGON_VERSIONS",
@@ -182,8 +184,10 @@ class CarryOverPackingDataset(PackingDataset):
             )
         lengths = [int(self._sample_length(sample)) for sample in samples]
         final = self._source_exhausted
-        if not final:
-            self._warn_if_buffer_too_small(lengths)
+        if not final and not self._warned_small_buffer:
+            self._warned_small_buffer = warn_if_buffer_too_small(
+                lengths, self.pack_size, self.buffer_size
+            )
         ages = carried_ages + [0] * (len(samples) - len(carried_ages))
         plan = self._planner(
             lengths, ages, self.pack_size, index_groups, self.carry_over, final=final
@@ -201,14 +205,6 @@ class CarryOverPackingDataset(PackingDataset):
         self._reading_buffer.extend([samples[i] for i in carry])
         self._carry_ages = new_ages
         return [[samples[i] for i in group] for group in plan.emit]
-
-    def _warn_if_buffer_too_small(self, lengths: list[int]) -> None:
-        if self._warned_small_buffer:
-            return
-        message = small_buffer_message(lengths, self.pack_size, self.buffer_size)
-        if message is not None:
-            self._warned_small_buffer = True
-            warnings.warn(message, SmallPackingBufferWarning, stacklevel=2)
 
     def config(self) -> dict[str, Any]:
         config = super().config()

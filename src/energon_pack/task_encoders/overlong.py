@@ -153,11 +153,10 @@ def apply_overlong_policy(
                 "(overlong='split'); raise pack_size or shorten the prompt",
             )
             return []
-        if len(kept) < len(pieces):
-            stats.record_dropped_pieces(key, len(pieces) - len(kept))
-        stats.split += 1
-        stats.split_pieces += len(pieces)
-        return kept
+    else:
+        kept = pieces
     stats.split += 1
     stats.split_pieces += len(pieces)
-    return pieces
+    if len(kept) < len(pieces):
+        stats.record_dropped_pieces(key, len(pieces) - len(kept))
+    return kept

@@ -30,7 +30,7 @@ _LAZY: dict[str, str] = {
     "OverlongSampleError": "energon_pack.task_encoders",
     "pack_documents": "energon_pack.samples",
     "collate_packs": "energon_pack.samples",
-    "document_metadata": "energon_pack.metadata",
+    "document_metadata": "energon_pack.attention",
 }
 
 __all__ = ["ALGORITHMS", "pack_lengths", "__version__", *_LAZY]

@@ -28,13 +28,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder  # noqa: E402
-from energon_pack.testing.datasets import (  # noqa: E402
-    make_captioning_dataset,
-    make_loader,
-    synthetic_texts,
+from energon_pack.testing import (  # noqa: E402  # noqa: E402
+    IMAGE_TOKEN,
+    make_image_processor,
+    make_tokenizer,
+    random_png_bytes,
+    synthetic_texts,  # noqa: E402
 )
-from energon_pack.testing.images import make_image_processor, random_png_bytes  # noqa: E402
-from energon_pack.testing.tokenizers import IMAGE_TOKEN, make_tokenizer  # noqa: E402
+from energon_pack.tools import make_captioning_dataset, make_loader  # noqa: E402
 
 PACK_SIZE = 64
 

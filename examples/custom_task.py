@@ -29,10 +29,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 from megatron.energon import Cooker, Sample, basic_sample_keys, edataclass, stateless  # noqa: E402
 
+from energon_pack.encoding import DocumentTokenizer  # noqa: E402
 from energon_pack.samples import EncodedSample  # noqa: E402
-from energon_pack.task_encoders import DocumentTokenizer, PackingTaskEncoder  # noqa: E402
-from energon_pack.testing.datasets import make_jsonl_dataset, make_loader  # noqa: E402
-from energon_pack.tokenizer_training import train_bpe_tokenizer  # noqa: E402
+from energon_pack.task_encoders import PackingTaskEncoder  # noqa: E402
+from energon_pack.tools import (  # noqa: E402
+    make_jsonl_dataset,
+    make_loader,
+    train_bpe_tokenizer,  # noqa: E402
+)
 
 PACK_SIZE = 512
 

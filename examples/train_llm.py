@@ -29,14 +29,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 from energon_pack.algorithms import CarryOver  # noqa: E402
+from energon_pack.encoding import load_tokenizer  # noqa: E402
 from energon_pack.task_encoders import LLMPackingTaskEncoder  # noqa: E402
-from energon_pack.testing.datasets import (  # noqa: E402
+from energon_pack.testing import (
+    make_tokenizer,  # noqa: E402
+    synthetic_texts,  # noqa: E402
+)
+from energon_pack.tools import (  # noqa: E402
     make_loader,
     make_text_dataset,
-    synthetic_texts,
+    tiny_causal_lm,  # noqa: E402
 )
-from energon_pack.testing.models import tiny_causal_lm  # noqa: E402
-from energon_pack.testing.tokenizers import load_tokenizer, make_tokenizer  # noqa: E402
 
 PACK_SIZE = 64
 STEPS, SAVE_AT = 8, 4

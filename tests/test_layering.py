@@ -1,13 +1,84 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The layering rule: algorithms import neither torch nor megatron; metadata not megatron."""
+"""The package's folders are layers; every import (top-level or inside a function) points down.
+
+    algorithms <- attention <- samples <- encoding <- wrappers <- task_encoders <- tools <- cli
+    testing uses the product; no product module imports testing.
+
+Also: the pure layer imports neither torch nor megatron, ``attention`` does not import megatron,
+and the tests run against the installed distribution.
+"""
 
 from __future__ import annotations
 
-import importlib.util
+import ast
+import importlib.metadata
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+import energon_pack
+
+LAYERS = [
+    "algorithms",
+    "attention",
+    "samples",
+    "encoding",
+    "wrappers",
+    "task_encoders",
+    "tools",
+    "cli",
+    "testing",
+]
+PACKAGE = Path(energon_pack.__file__).parent
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "energon_pack" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+    return found
+
+
+def _upward_imports() -> list[str]:
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if len(rel.parts) < 2:
+            continue  # the top-level facade may re-export any layer
+        own = LAYERS.index(rel.parts[0])
+        for line, module in _imports(path):
+            other = _layer(module)
+            if other is not None and other in LAYERS and LAYERS.index(other) > own:
+                bad.append(f"{rel}:{line} ({rel.parts[0]}) imports {module} ({other})")
+    return bad
+
+
+def test_every_folder_is_a_known_layer() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(LAYERS)
+
+
+def test_imports_point_down() -> None:
+    assert _upward_imports() == []
+
+
+def test_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    bad = tmp_path / "mod.py"
+    bad.write_text("def f():\n    from energon_pack.testing import make_loader\n")
+    assert _imports(bad) == [(2, "energon_pack.testing")]
 
 
 def _modules_after_import(module: str) -> set[str]:
@@ -18,15 +89,30 @@ def _modules_after_import(module: str) -> set[str]:
     return set(out.stdout.split())
 
 
+def _imported(mods: set[str], root: str) -> set[str]:
+    return {m for m in mods if m == root or m.startswith(root + ".")}
+
+
 def test_algorithms_import_neither_torch_nor_megatron() -> None:
     mods = _modules_after_import("energon_pack.algorithms")
     assert "energon_pack.algorithms" in mods  # the check itself can see imports
-    assert not {m for m in mods if m == "torch" or m.startswith("torch.")}
-    assert not {m for m in mods if m == "megatron" or m.startswith("megatron.")}
+    assert not _imported(mods, "torch")
+    assert not _imported(mods, "megatron")
 
 
-def test_metadata_does_not_import_megatron() -> None:
-    if importlib.util.find_spec("energon_pack.metadata") is None:
-        pytest.skip("energon_pack.metadata does not exist yet")
-    mods = _modules_after_import("energon_pack.metadata")
-    assert not {m for m in mods if m == "megatron" or m.startswith("megatron.")}
+def test_attention_does_not_import_megatron() -> None:
+    mods = _modules_after_import("energon_pack.attention")
+    assert "torch" in mods
+    assert not _imported(mods, "megatron")
+
+
+@pytest.mark.parametrize("module", ["energon_pack", "energon_pack.cli"])
+def test_light_entry_points_do_not_import_torch(module: str) -> None:
+    assert not _imported(_modules_after_import(module), "torch")
+
+
+def test_tests_run_against_the_installed_distribution() -> None:
+    dist = importlib.metadata.distribution("energon-pack")
+    assert dist.version == energon_pack.__version__
+    scripts = {ep.name: ep.value for ep in dist.entry_points if ep.group == "console_scripts"}
+    assert scripts == {"energon-pack": "energon_pack.cli:main"}

@@ -18,8 +18,8 @@ def _snippet() -> str:
 
 
 def test_readme_snippet_trains_on_packed_batches(tmp_path: Path, tokenizer_dir: Path) -> None:
-    from energon_pack.testing.datasets import make_text_dataset, synthetic_texts
-    from energon_pack.testing.models import tiny_causal_lm
+    from energon_pack.testing import synthetic_texts
+    from energon_pack.tools import make_text_dataset, tiny_causal_lm
 
     data = make_text_dataset(tmp_path / "data", synthetic_texts(40, seed=1, max_words=30))
     code = _snippet()

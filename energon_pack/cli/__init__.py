@@ -1,2 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The ``energon-pack`` command line (click, one module per command)."""
+"""The ``energon-pack`` command line (click, one private module per command)."""
+
+from energon_pack.cli._main import main
+
+__all__ = ["main"]

@@ -25,7 +25,7 @@ import torch
 from megatron.energon import Batch, edataclass
 from torch.nn.attention.flex_attention import BlockMask
 
-from energon_pack.metadata import (
+from energon_pack.attention import (
     DEFAULT_BLOCK_SIZE,
     DocumentMetadata,
     block_causal_block_mask,

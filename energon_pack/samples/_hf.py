@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from energon_pack.metadata import additive_mask
+from energon_pack.attention import additive_mask
 
 if TYPE_CHECKING:
     from energon_pack.samples._batch import PackedTextBatch

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from megatron.energon import Sample, edataclass
 
-from energon_pack.metadata import aligned_lengths, mrope_position_ids, position_ids_from_lengths
+from energon_pack.attention import aligned_lengths, mrope_position_ids, position_ids_from_lengths
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample
 
 __all__ = ["IGNORE_INDEX", "PackedCaptioningSample", "PackedTextSample", "pack_documents"]

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Energon task encoders that pack: a generic base and ready encoders for text, captioning, SFT.
+"""energon task encoders that pack: a generic base and ready encoders for text, captioning, SFT.
 
 Drop one into energon and set a packing buffer::
 
@@ -16,44 +16,23 @@ resumed loaders reproduce augmentations; ``encoder.stats`` counts fill and over-
 process.
 """
 
-from energon_pack.algorithms import OverlongPolicy
-from energon_pack.task_encoders.base import PackingConfig, PackingTaskEncoder
-from energon_pack.task_encoders.buffer_size import SmallPackingBufferWarning
-from energon_pack.task_encoders.captioning import CaptioningPackingTaskEncoder, to_pil_image
-from energon_pack.task_encoders.llm import LLMPackingTaskEncoder, cook_text
-from energon_pack.task_encoders.overlong import (
-    OverlongSampleError,
-    apply_overlong_policy,
-    slice_document,
-)
-from energon_pack.task_encoders.sft import (
+from energon_pack.task_encoders._base import PackingConfig, PackingTaskEncoder
+from energon_pack.task_encoders._captioning import CaptioningPackingTaskEncoder, to_pil_image
+from energon_pack.task_encoders._llm import LLMPackingTaskEncoder, cook_text
+from energon_pack.task_encoders._sft import (
     PromptResponseSample,
     SFTPackingTaskEncoder,
     cook_prompt_response,
 )
-from energon_pack.task_encoders.stateless import SeedSource, current_seed_args, seeded_stateless
-from energon_pack.task_encoders.stats import PackingStats
-from energon_pack.task_encoders.tokenization import DocumentTokenizer, load_tokenizer
 
 __all__ = [
     "CaptioningPackingTaskEncoder",
-    "DocumentTokenizer",
     "LLMPackingTaskEncoder",
-    "OverlongPolicy",
-    "OverlongSampleError",
     "PackingConfig",
-    "PackingStats",
     "PackingTaskEncoder",
     "PromptResponseSample",
     "SFTPackingTaskEncoder",
-    "SeedSource",
-    "SmallPackingBufferWarning",
-    "apply_overlong_policy",
     "cook_prompt_response",
     "cook_text",
-    "current_seed_args",
-    "load_tokenizer",
-    "seeded_stateless",
-    "slice_document",
     "to_pil_image",
 ]

@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from energon_pack.algorithms import CarryOver, simulate
-from energon_pack.analysis import recommend_buffer_size
-from energon_pack.cli.analyze import command
-from energon_pack.cli.make_dataset import command as make_dataset
-from energon_pack.testing.datasets import synthetic_texts
+from energon_pack.cli._analyze import command
+from energon_pack.cli._make_dataset import command as make_dataset
+from energon_pack.testing import synthetic_texts
+from energon_pack.tools import recommend_buffer_size
 
 
 def _dataset(tmp_path: Path, texts: list[str], name: str, per_shard: int = 1000) -> Path:

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from energon_pack.demo import (
-    MARKER,
-    _claim_output_dir,
+from energon_pack.tools import (
+    BPE_SPECIAL_TOKENS,
     compare_continuation,
     naive_padding_fill,
     stdlib_documents,
+    train_bpe_tokenizer,
 )
-from energon_pack.tokenizer_training import BPE_SPECIAL_TOKENS, train_bpe_tokenizer
+from energon_pack.tools._demo import MARKER, _claim_output_dir
 
 
 def test_naive_padding_fill_literal() -> None:
@@ -92,7 +92,7 @@ def test_demo_subprocess_passes_and_reports(tmp_path: Path) -> None:
     cmd = [
         sys.executable,
         "-m",
-        "energon_pack.cli.main",
+        "energon_pack.cli",
         "demo",
         "--steps",
         "6",

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from click.testing import CliRunner
 
-from energon_pack.cli.simulate import command
+from energon_pack.cli._simulate import command
 
 
 def _write(tmp_path: Path) -> Path:
@@ -86,7 +86,7 @@ def test_runs_as_a_real_command(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "energon_pack.cli.main",
+            "energon_pack.cli",
             "simulate",
             str(_write(tmp_path)),
             "--pack-size",

@@ -26,11 +26,7 @@ import torch
 from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 
 from energon_pack.task_encoders import LLMPackingTaskEncoder
-from energon_pack.testing.distributed import (
-    init_torchrun_process_group,
-    item_record,
-    write_rank_result,
-)
+from energon_pack.testing import init_torchrun_process_group, item_record, write_rank_result
 
 
 def parse_args() -> argparse.Namespace:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from energon_pack.testing.distributed import run_torchrun
+from energon_pack.testing import run_torchrun
 
 pytestmark = pytest.mark.slow
 

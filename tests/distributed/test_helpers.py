@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``energon_pack.testing.distributed`` without a launch: item records and error paths."""
+"""``energon_pack.testing._distributed`` without a launch: item records and error paths."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from energon_pack.samples import EncodedSample, collate_packs, pack_documents
-from energon_pack.testing.distributed import (
+from energon_pack.testing import (
     TorchrunError,
     item_digest,
     item_record,

@@ -19,14 +19,8 @@ from typing import Any
 
 import pytest
 
-from energon_pack.testing.datasets import (
-    WORDS,
-    make_text_dataset,
-    sample_key,
-    synthetic_texts,
-)
-from energon_pack.testing.distributed import run_torchrun
-from energon_pack.testing.tokenizers import make_tokenizer
+from energon_pack.testing import WORDS, make_tokenizer, run_torchrun, synthetic_texts
+from energon_pack.tools import make_text_dataset, sample_key
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from energon_pack.metadata import aligned_lengths, document_metadata, position_ids_from_lengths
+from energon_pack.attention import aligned_lengths, document_metadata, position_ids_from_lengths
 
 
 def test_worked_example_three_docs_two_tail_pads() -> None:

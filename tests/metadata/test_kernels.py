@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from energon_pack.metadata import document_metadata, flash_attn_kwargs, packed_seq_params
+from energon_pack.attention import document_metadata, flash_attn_kwargs, packed_seq_params
 
 
 def test_flash_attn_kwargs_use_slot_offsets() -> None:
@@ -45,7 +45,7 @@ def test_metadata_package_does_not_import_megatron() -> None:
     import sys
 
     code = (
-        "import sys, energon_pack.metadata as m; "
+        "import sys, energon_pack.attention as m; "
         "m.packed_seq_params(m.document_metadata([[2]])); "
         "assert not any(k == 'megatron.energon' or k.startswith('megatron.energon.') "
         "for k in sys.modules), sorted(k for k in sys.modules if k.startswith('megatron'))"

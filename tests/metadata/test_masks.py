@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 
-from energon_pack.metadata import (
+from energon_pack.attention import (
     additive_mask,
     block_causal_block_mask,
     dense_block_causal_mask,

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from energon_pack.metadata import mrope_position_ids
+from energon_pack.attention import mrope_position_ids
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from energon_pack.metadata import dense_block_causal_mask
+from energon_pack.attention import dense_block_causal_mask
 from energon_pack.samples import (
     EncodedCaptioningSample,
     EncodedSample,

@@ -17,11 +17,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from energon_pack.samples import EncodedSample, collate_packs, pack_documents  # noqa: E402
-from energon_pack.testing.models import (  # noqa: E402
-    document_logits,
-    document_loss,
-    tiny_causal_lm,
-)
+from energon_pack.testing import document_logits, document_loss  # noqa: E402
+from energon_pack.tools import tiny_causal_lm  # noqa: E402
 
 VOCAB = 97
 

@@ -19,7 +19,7 @@ import torch
 
 from energon_pack.samples import IGNORE_INDEX, EncodedSample
 from energon_pack.task_encoders import LLMPackingTaskEncoder
-from energon_pack.testing.datasets import make_loader
+from energon_pack.tools import make_loader
 
 BOS, EOS, PAD = 2, 3, 0  # ids of the test tokenizer's specials
 PACK_SIZE = 48  # a multiple of 4 and 12; the corpus has documents longer than 32, none > 48

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Carry-over packing through real energon loaders.
 
-The product's ``PackingTaskEncoder`` (as :class:`~energon_pack.testing.encoders.LengthTextEncoder`:
+The product's ``PackingTaskEncoder`` (as :class:`~energon_pack.testing._encoders.LengthTextEncoder`:
 sample text ``"n"`` is a document of n tokens; packs of 64 tokens) over 150 TextSamples of 1..40
 tokens, buffer 8, ``CarryOver(min_fill=0.9, max_carry_fraction=0.5, max_age=2)``: every
 sample exactly once for every registered algorithm, no sample selected more than ``max_age + 1``
@@ -21,17 +21,12 @@ import pytest
 import torch
 
 from energon_pack.algorithms import ALGORITHMS, CarryOver
+from energon_pack.encoding import SmallPackingBufferWarning
 from energon_pack.samples import PackedTextSample
-from energon_pack.task_encoders.carry_over import SmallPackingBufferWarning, check_energon_version
-from energon_pack.task_encoders.llm import LLMPackingTaskEncoder
-from energon_pack.testing.datasets import (
-    make_loader,
-    make_text_dataset,
-    sample_key,
-    synthetic_texts,
-)
-from energon_pack.testing.encoders import LengthTextEncoder
-from energon_pack.testing.tokenizers import make_tokenizer
+from energon_pack.task_encoders import LLMPackingTaskEncoder
+from energon_pack.testing import LengthTextEncoder, make_tokenizer, synthetic_texts
+from energon_pack.tools import make_loader, make_text_dataset, sample_key
+from energon_pack.wrappers import check_energon_version
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from energon_pack.testing.contracts import assert_each_sample_once, assert_same_item
+from energon_pack.testing import assert_each_sample_once, assert_same_item
 
 
 def packs(*members: list[str]) -> list[SimpleNamespace]:

@@ -10,15 +10,11 @@ import pytest
 import torch
 from megatron.energon import stateless
 
-from energon_pack.algorithms import ALGORITHMS, CarryOver
-from energon_pack.task_encoders import (
-    LLMPackingTaskEncoder,
-    OverlongPolicy,
-    PackingConfig,
-    SmallPackingBufferWarning,
-)
-from energon_pack.testing.contracts import assert_each_sample_once
-from energon_pack.testing.datasets import make_loader
+from energon_pack.algorithms import ALGORITHMS, CarryOver, OverlongPolicy
+from energon_pack.encoding import SmallPackingBufferWarning
+from energon_pack.task_encoders import LLMPackingTaskEncoder, PackingConfig
+from energon_pack.testing import assert_each_sample_once
+from energon_pack.tools import make_loader
 
 PACK_SIZE = 32  # the corpus has documents longer than this
 BOS, EOS = 2, 3  # ids of the test tokenizer's specials
@@ -126,7 +122,7 @@ def test_bos_and_eod_default_to_what_the_tokenizer_has(tokenizer_dir) -> None:
     """Qwen-style (no BOS) and BERT-style (no BOS/EOS, a SEP) tokenizers work by default."""
     from megatron.energon import TextSample
 
-    from energon_pack.testing.tokenizers import load_tokenizer
+    from energon_pack.encoding import load_tokenizer
 
     sample = TextSample(__key__="x", __restore_key__=(), text="the model")
     qwen_like = load_tokenizer(tokenizer_dir)

@@ -6,13 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from energon_pack.algorithms import OverlongPolicy
+from energon_pack.encoding import OverlongSampleError, PackingStats, apply_overlong_policy
 from energon_pack.samples import EncodedCaptioningSample, EncodedSample
-from energon_pack.task_encoders import (
-    OverlongPolicy,
-    OverlongSampleError,
-    PackingStats,
-    apply_overlong_policy,
-)
 
 
 def doc(n: int, key: str = "k") -> EncodedSample:

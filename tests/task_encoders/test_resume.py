@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Exact resume and restore_sample for every encoder, with random augmentations, at 0 and 2
-workers (contract helpers from ``energon_pack.testing.contracts`` on real loaders)."""
+workers (contract helpers from ``energon_pack.testing._contracts`` on real loaders)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from energon_pack.task_encoders import (
     LLMPackingTaskEncoder,
     SFTPackingTaskEncoder,
 )
-from energon_pack.testing.contracts import (
+from energon_pack.testing import (
     assert_each_sample_once,
     assert_restore_sample_reproduces,
     assert_resume_identical,
 )
-from energon_pack.testing.datasets import make_loader
+from energon_pack.tools import make_loader
 
 
 # Module level: the encoders must be picklable-by-reference for worker processes.

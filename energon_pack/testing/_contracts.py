@@ -24,7 +24,7 @@ end of its share (with packing and shuffle buffers that is well before its last 
 (``repeat=True``) never reach the end.
 
 ``make_loader`` arguments are zero-argument callables that build a *fresh* loader with the same
-arguments each time (see :func:`energon_pack.testing.datasets.make_loader`).
+arguments each time (see :func:`energon_pack.tools.make_loader`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """``energon-pack demo``: build a real-text dataset, pack it, train a tiny model, resume, report.
 
-Runs offline on a CPU in about a minute (see :mod:`energon_pack.demo` for the steps)::
+Runs offline on a CPU in about a minute (see :mod:`energon_pack.tools._demo` for the steps)::
 
     $ energon-pack demo
     ...
@@ -47,7 +47,7 @@ def command(
     """Pack standard-library text, train a tiny LM on CPU, check save/resume, print a report."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from energon_pack.demo import DemoConfig, run_demo
+    from energon_pack.tools import DemoConfig, run_demo
 
     start = time.perf_counter()
     try:

@@ -44,16 +44,12 @@ from megatron.energon.worker import WorkerConfig
 from megatron.energon.wrappers.packing_dataset import PackingDataset
 
 from energon_pack.algorithms import CarryOver, CarryOverPlan, plan_carry_over
-from energon_pack.task_encoders.buffer_size import (
-    SmallPackingBufferWarning,
-    warn_if_buffer_too_small,
-)
+from energon_pack.encoding import warn_if_buffer_too_small
 
 __all__ = [
     "VERIFIED_ENERGON_VERSIONS",
     "CarryOverPackingDataset",
     "CarryOverPlanner",
-    "SmallPackingBufferWarning",
     "build_packing_dataset",
     "check_energon_version",
 ]

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Entry point of the ``energon-pack`` command.
 
-Each sub-command lives in its own module ``energon_pack.cli.<module>`` and exposes a click
+Each sub-command lives in its own module ``energon_pack.cli._<command>`` and exposes a click
 command named ``command``. Modules are imported only when their command runs, so
 ``energon-pack simulate`` does not pay for importing torch or megatron-energon.
 """
@@ -15,10 +15,10 @@ import click
 
 # command name -> module (relative to energon_pack.cli) that defines ``command``
 COMMANDS: dict[str, str] = {
-    "simulate": "simulate",
-    "analyze": "analyze",
-    "demo": "demo",
-    "make-dataset": "make_dataset",
+    "simulate": "_simulate",
+    "analyze": "_analyze",
+    "demo": "_demo",
+    "make-dataset": "_make_dataset",
 }
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from energon_pack.metadata._documents import DocumentMetadata
+from energon_pack.attention._documents import DocumentMetadata
 
 __all__ = ["flash_attn_kwargs", "packed_seq_params", "packed_seq_params_fields"]
 

@@ -27,9 +27,9 @@ from typing import Any
 import torch
 from megatron.energon import CaptioningSample
 
+from energon_pack.encoding import DocumentTokenizer
 from energon_pack.samples import EncodedCaptioningSample
-from energon_pack.task_encoders.base import PackingTaskEncoder
-from energon_pack.task_encoders.tokenization import DocumentTokenizer
+from energon_pack.task_encoders._base import PackingTaskEncoder
 
 __all__ = ["CaptioningPackingTaskEncoder", "to_pil_image"]
 
@@ -72,7 +72,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         image_token: The placeholder token repeated for each image.
         add_bos, add_eos, eod_token_id: As in ``LLMPackingTaskEncoder``.
         mrope: Add 3-row mRoPE position ids to each pack.
-        **packing: :class:`~energon_pack.task_encoders.base.PackingConfig` fields.
+        **packing: :class:`~energon_pack.task_encoders.PackingConfig` fields.
     """
 
     #: Raw bytes reach ``encode_sample``: images are decoded (and errors reported) there.

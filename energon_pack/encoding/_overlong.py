@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from energon_pack.algorithms import OverlongPolicy
-from energon_pack.task_encoders.stats import PackingStats
+from energon_pack.encoding._stats import PackingStats
 
 __all__ = ["OverlongSampleError", "apply_overlong_policy", "slice_document"]
 

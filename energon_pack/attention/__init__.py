@@ -15,24 +15,24 @@ Qwen2-VL-style mRoPE positions. Example::
 See ``docs/concepts/metadata.md`` for the conventions.
 """
 
-from energon_pack.metadata._documents import (
+from energon_pack.attention._documents import (
     DocumentMetadata,
     aligned_lengths,
     document_metadata,
     position_ids_from_lengths,
 )
-from energon_pack.metadata._flex import (
+from energon_pack.attention._flex import (
     DEFAULT_BLOCK_SIZE,
     block_causal_block_mask,
     reference_block_mask,
 )
-from energon_pack.metadata._kernels import (
+from energon_pack.attention._kernels import (
     flash_attn_kwargs,
     packed_seq_params,
     packed_seq_params_fields,
 )
-from energon_pack.metadata._masks import additive_mask, dense_block_causal_mask
-from energon_pack.metadata._mrope import mrope_position_ids
+from energon_pack.attention._masks import additive_mask, dense_block_causal_mask
+from energon_pack.attention._mrope import mrope_position_ids
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",

@@ -15,7 +15,7 @@ A JSONL line that is not a JSON object, lacks the field, or holds a non-string n
 and the line; empty strings are skipped and counted (the encoders would drop them anyway).
 
 Documents stream from the inputs into the shards (:func:`iter_documents` feeds
-:func:`energon_pack.datasets.make_text_dataset` a generator), so a multi-GB JSONL needs no more
+:func:`energon_pack.tools._datasets.make_text_dataset` a generator), so a multi-GB JSONL needs no more
 memory than one document and one shard's tar header. A bad line found midway stops the run and
 removes what it wrote (``OUT`` is deleted, or emptied if it existed empty), so a failed run never
 leaves something that looks like a dataset.
@@ -183,7 +183,7 @@ def command(out: Path, inputs: tuple[Path, ...], field: str, samples_per_shard: 
     """Write INPUTS (.txt/.md files, .jsonl files, directories) as an energon dataset at OUT."""
     if out.exists() and any(out.iterdir()):
         raise click.ClickException(f"{out} exists and is not empty; choose a new directory.")
-    from energon_pack.datasets import make_text_dataset
+    from energon_pack.tools import make_text_dataset
 
     created = _first_missing(out)
     counts = DocumentCounts()

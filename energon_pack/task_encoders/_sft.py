@@ -21,9 +21,9 @@ from typing import Any
 
 from megatron.energon import Cooker, Sample, basic_sample_keys, edataclass, stateless
 
+from energon_pack.encoding import DocumentTokenizer, masked_document
 from energon_pack.samples import EncodedSample
-from energon_pack.task_encoders.base import PackingTaskEncoder
-from energon_pack.task_encoders.tokenization import DocumentTokenizer, masked_document
+from energon_pack.task_encoders._base import PackingTaskEncoder
 
 __all__ = ["PromptResponseSample", "SFTPackingTaskEncoder", "cook_prompt_response"]
 
@@ -73,7 +73,7 @@ class SFTPackingTaskEncoder(PackingTaskEncoder[PromptResponseSample]):
         tokenizer: A transformers tokenizer or a local tokenizer directory.
         use_chat_template: Render with the tokenizer's chat template (``None``: if it has one).
         add_bos, add_eos, eod_token_id: Without a chat template, as in ``LLMPackingTaskEncoder``.
-        **packing: :class:`~energon_pack.task_encoders.base.PackingConfig` fields.
+        **packing: :class:`~energon_pack.task_encoders.PackingConfig` fields.
     """
 
     cookers = (Cooker(cook_prompt_response),)

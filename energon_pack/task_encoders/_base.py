@@ -40,11 +40,15 @@ from energon_pack.algorithms import (
     check_step_packs,
     pack_lengths,
 )
+from energon_pack.encoding import (
+    PackingStats,
+    SeedSource,
+    apply_overlong_policy,
+    logger,
+    seeded_stateless,
+    warn_if_buffer_too_small,
+)
 from energon_pack.samples import EncodedSample, PackedTextSample, collate_packs, pack_documents
-from energon_pack.task_encoders.buffer_size import warn_if_buffer_too_small
-from energon_pack.task_encoders.overlong import apply_overlong_policy
-from energon_pack.task_encoders.stateless import SeedSource, seeded_stateless
-from energon_pack.task_encoders.stats import PackingStats, logger
 
 __all__ = ["PackingConfig", "PackingTaskEncoder"]
 
@@ -66,7 +70,7 @@ class PackingConfig:
         pad_token_id: Token id used to pad documents (alignment) and batch rows.
         log_every: Log a stats summary every this many packs per process (0: never).
         carry_over: Put under-filled groups back into the reading buffer instead of emitting
-            them (:mod:`energon_pack.task_encoders.carry_over`); ``None``: stock energon packing.
+            them (:mod:`energon_pack.wrappers`); ``None``: stock energon packing.
         step_packs: Packs one data-parallel rank trains on per optimizer step (micro-batch size
             x gradient accumulation steps): each buffer's packs are emitted in an order where
             any ``step_packs`` consecutive ones cost about the same under ``CostModel()``, so
@@ -119,7 +123,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
     Attributes:
         config: The packing configuration.
-        stats: :class:`~energon_pack.task_encoders.stats.PackingStats` of this process.
+        stats: :class:`~energon_pack.encoding.PackingStats` of this process.
     """
 
     #: Forwarded to ``pack_documents``: build mRoPE positions (captioning only).
@@ -253,7 +257,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
             # The stock path checks the buffer in select_samples_to_pack (carry-over: its dataset).
             self._stock_buffer_size = packing_buffer_size
         elif packing_buffer_size is not None:
-            from energon_pack.task_encoders.carry_over import build_packing_dataset
+            from energon_pack.wrappers import build_packing_dataset
 
             dataset = build_packing_dataset(
                 self,

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tiny, real energon datasets for tests and examples (tar shards + ``energon prepare``).
 
-The writers live in :mod:`energon_pack.datasets` and are re-exported here next to the test-only
+The writers live in :mod:`energon_pack.tools._datasets` and are re-exported here next to the test-only
 pieces (:data:`WORDS`, :func:`synthetic_texts`, :func:`make_loader`)::
 
     >>> texts = synthetic_texts(4, seed=0, min_words=1, max_words=3)  # doctest: +SKIP
@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-from energon_pack.datasets import (
+from energon_pack.tools import (
     make_captioning_dataset,
     make_jsonl_dataset,
+    make_loader,
     make_text_dataset,
     prepare_dataset,
     sample_key,
@@ -62,38 +61,3 @@ def synthetic_texts(
         " ".join(rng.choice(words) for _ in range(rng.randint(min_words, max_words)))
         for _ in range(n)
     ]
-
-
-def make_loader(
-    path: Path,
-    task_encoder: Any,
-    *,
-    packing_buffer_size: int | None = 16,
-    batch_size: int | None = None,
-    num_workers: int = 0,
-    repeat: bool = False,
-    shuffle_buffer_size: int | None = None,
-    seed_offset: int = 0,
-    max_samples_per_sequence: int | None = None,
-) -> Any:
-    """A savable energon loader over ``path`` that checkpoints after every sample.
-
-    ``repeat=False`` gives exactly one epoch; with workers, the state saved at any step restores
-    exactly (``checkpoint_every_sec=0, checkpoint_every_min_n_samples=1``).
-    """
-    from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
-
-    worker_config = WorkerConfig(
-        rank=0, world_size=1, num_workers=num_workers, seed_offset=seed_offset
-    )
-    dataset = get_train_dataset(
-        str(path),
-        worker_config=worker_config,
-        batch_size=batch_size,
-        packing_buffer_size=packing_buffer_size,
-        shuffle_buffer_size=shuffle_buffer_size,
-        max_samples_per_sequence=max_samples_per_sequence,
-        task_encoder=task_encoder,
-        repeat=repeat,
-    )
-    return get_savable_loader(dataset, checkpoint_every_sec=0, checkpoint_every_min_n_samples=1)

@@ -6,7 +6,7 @@ Everything runs offline on a CPU in about a minute, on text that every Python in
 1. **Text.** :func:`stdlib_documents` reads the standard library's ``.py`` files with ``ast``:
    each module docstring and each top-level function or method becomes one document (a few
    dozen to a few thousand characters: a realistic mix of short and over-long documents).
-2. **Tokenizer.** :func:`energon_pack.tokenizer_training.train_bpe_tokenizer` trains a
+2. **Tokenizer.** :func:`energon_pack.tools._tokenizer_training.train_bpe_tokenizer` trains a
    byte-level BPE (vocab 2048) on that text and saves it as a transformers tokenizer.
 3. **Dataset.** The documents become an energon ``TextSample`` webdataset (tar shards +
    ``energon prepare``), exactly what a user would build from their own files.
@@ -196,7 +196,7 @@ def _progress(enabled: bool) -> Callable[..., Any]:
 def _make_loader(dataset: Path, tokenizer: Path, config: DemoConfig) -> tuple[Any, Any]:
     from energon_pack.algorithms import CarryOver
     from energon_pack.task_encoders import LLMPackingTaskEncoder
-    from energon_pack.testing.datasets import make_loader
+    from energon_pack.tools._loader import make_loader
 
     # energon asks torch for pinned memory; on a CPU-only machine torch warns about it.
     warnings.filterwarnings("ignore", message=".*pin_memory.*", category=UserWarning)
@@ -267,9 +267,9 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
     """Run the demo (see the module docstring) and return its report."""
     import torch
 
-    from energon_pack.datasets import make_text_dataset
-    from energon_pack.testing.models import tiny_causal_lm
-    from energon_pack.tokenizer_training import train_bpe_tokenizer
+    from energon_pack.tools._datasets import make_text_dataset
+    from energon_pack.tools._models import tiny_causal_lm
+    from energon_pack.tools._tokenizer_training import train_bpe_tokenizer
 
     bar = _progress(config.progress)
     threads = torch.get_num_threads()

@@ -23,7 +23,7 @@ import torch
 from megatron.energon import TextSample
 
 from energon_pack.samples import EncodedSample
-from energon_pack.task_encoders.base import PackingConfig, PackingTaskEncoder
+from energon_pack.task_encoders import PackingConfig, PackingTaskEncoder
 
 __all__ = ["LengthTextEncoder"]
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from megatron.energon import Cooker, TextSample, basic_sample_keys, stateless
 
+from energon_pack.encoding import DocumentTokenizer, masked_document
 from energon_pack.samples import EncodedSample
-from energon_pack.task_encoders.base import PackingTaskEncoder
-from energon_pack.task_encoders.tokenization import DocumentTokenizer, masked_document
+from energon_pack.task_encoders._base import PackingTaskEncoder
 
 __all__ = ["LLMPackingTaskEncoder", "cook_text"]
 
@@ -51,7 +51,7 @@ class LLMPackingTaskEncoder(PackingTaskEncoder[TextSample]):
         add_eos: End every document with EOD (``eod_token_id``, else the tokenizer's EOS, else
             its SEP; default: when one exists).
         eod_token_id: End-of-document token if not EOS.
-        **packing: :class:`~energon_pack.task_encoders.base.PackingConfig` fields
+        **packing: :class:`~energon_pack.task_encoders.PackingConfig` fields
             (``pack_size`` required; ``pad_token_id`` defaults to the tokenizer's PAD).
     """
 

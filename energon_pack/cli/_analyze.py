@@ -2,7 +2,7 @@
 """``energon-pack analyze``: what packing will do to *your* dataset, through the real loader.
 
 Streams one epoch of an energon dataset through ``LLMPackingTaskEncoder`` (see
-:mod:`energon_pack.analysis`) and prints fill, packs, documents per pack, over-long counts and
+:mod:`energon_pack.tools._analysis`) and prints fill, packs, documents per pack, over-long counts and
 the smallest buffer that reaches 99% fill::
 
     $ energon-pack analyze demo/dataset --tokenizer demo/tokenizer --pack-size 512 --buffer-size 16
@@ -63,7 +63,7 @@ def command(
     """Pack one epoch of DATASET with the LLM encoder and report fill and a buffer size."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from energon_pack.analysis import analyze_dataset, plot_analysis
+    from energon_pack.tools import analyze_dataset, plot_analysis
 
     try:
         # energon prints shard slices to stdout; keep stdout for the report (and --json).

@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the command line runs: dataset writing, ``analyze``, the demo, a loader helper and a
+tiny model builder. Needs the training stack (torch, energon, transformers).
+"""
+
+from energon_pack.tools._analysis import (
+    BUFFER_CANDIDATES,
+    AnalysisResult,
+    analyze_dataset,
+    plot_analysis,
+    recommend_buffer_size,
+)
+from energon_pack.tools._datasets import (
+    make_captioning_dataset,
+    make_jsonl_dataset,
+    make_text_dataset,
+    prepare_dataset,
+    sample_key,
+)
+from energon_pack.tools._demo import (
+    DemoConfig,
+    DemoReport,
+    compare_continuation,
+    naive_padding_fill,
+    run_demo,
+    stdlib_documents,
+)
+from energon_pack.tools._loader import (
+    make_loader,
+)
+from energon_pack.tools._models import (
+    tiny_causal_lm,
+)
+from energon_pack.tools._tokenizer_training import (
+    BPE_SPECIAL_TOKENS,
+    train_bpe_tokenizer,
+)
+
+__all__ = [
+    "AnalysisResult",
+    "analyze_dataset",
+    "BPE_SPECIAL_TOKENS",
+    "BUFFER_CANDIDATES",
+    "compare_continuation",
+    "DemoConfig",
+    "DemoReport",
+    "make_captioning_dataset",
+    "make_jsonl_dataset",
+    "make_loader",
+    "make_text_dataset",
+    "naive_padding_fill",
+    "plot_analysis",
+    "prepare_dataset",
+    "recommend_buffer_size",
+    "run_demo",
+    "sample_key",
+    "stdlib_documents",
+    "tiny_causal_lm",
+    "train_bpe_tokenizer",
+]

@@ -1,0 +1,20 @@
+# SPDX-License-Identifier: Apache-2.0
+"""energon dataset wrappers: the carry-over packing dataset that the task encoders insert in
+``build_batch`` when ``carry_over=CarryOver(...)`` is set.
+"""
+
+from energon_pack.wrappers._carry_over import (
+    VERIFIED_ENERGON_VERSIONS,
+    CarryOverPackingDataset,
+    CarryOverPlanner,
+    build_packing_dataset,
+    check_energon_version,
+)
+
+__all__ = [
+    "build_packing_dataset",
+    "CarryOverPackingDataset",
+    "CarryOverPlanner",
+    "check_energon_version",
+    "VERIFIED_ENERGON_VERSIONS",
+]

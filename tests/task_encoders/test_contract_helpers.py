@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from energon_pack.samples import EncodedSample, pack_documents
 from energon_pack.testing import assert_each_sample_once, assert_same_item
 
 
@@ -40,10 +41,45 @@ def test_batches_rows_are_flattened() -> None:
 
 
 def test_same_item_compares_tensors_bit_for_bit() -> None:
-    a = SimpleNamespace(x=1)  # not a dataclass: compared with ==
     assert_same_item([torch.tensor([1, 2])], [torch.tensor([1, 2])])
     with pytest.raises(AssertionError, match=r"item\[0\]: tensors differ"):
         assert_same_item([torch.tensor([1, 2])], [torch.tensor([1, 3])])
     with pytest.raises(AssertionError, match="int64"):
         assert_same_item([torch.tensor([1, 2])], [torch.tensor([1, 2], dtype=torch.int32)])
-    assert_same_item(a, a)
+
+
+def _document(key: str, tokens: list[int], restore_key: tuple = ()) -> EncodedSample:
+    return EncodedSample(
+        __key__=key,
+        __restore_key__=restore_key,
+        tokens=torch.tensor(tokens),
+        loss_mask=torch.ones(len(tokens), dtype=torch.bool),
+    )
+
+
+def test_same_item_descends_into_two_equal_but_distinct_packs() -> None:
+    a = pack_documents([_document("a", [1, 2, 3]), _document("b", [4, 5])])
+    b = pack_documents([_document("a", [1, 2, 3]), _document("b", [4, 5])])
+    assert a is not b and a.tokens is not b.tokens
+    assert_same_item(a, b)
+
+
+def test_same_item_names_the_differing_field_of_a_pack() -> None:
+    a = pack_documents([_document("a", [1, 2, 3]), _document("b", [4, 5])])
+    b = pack_documents([_document("a", [1, 2, 3]), _document("b", [4, 6])])
+    with pytest.raises(AssertionError, match=r"pack\.tokens: tensors differ"):
+        assert_same_item(a, b, what="pack")
+    c = pack_documents([_document("a", [1, 2, 3]), _document("c", [4, 5])])
+    with pytest.raises(AssertionError, match=r"pack\.__key__"):
+        assert_same_item(a, c, what="pack")
+
+
+def test_same_item_loose_keys_compares_restore_key_shape_only() -> None:
+    a = _document("a", [1, 2], restore_key=("Webdataset", 3, "MapDataset", 7))
+    b = _document("a", [1, 2], restore_key=("Webdataset", 9, "MapDataset", 1))
+    assert_same_item(a, b, loose_keys=True)  # indices may differ after resume
+    with pytest.raises(AssertionError, match="__restore_key__"):
+        assert_same_item(a, b)
+    c = _document("a", [1, 2], restore_key=("Webdataset", 9, "BatchDataset", 1))
+    with pytest.raises(AssertionError, match="__restore_key__"):
+        assert_same_item(a, c, loose_keys=True)  # a different dataset name is a real difference

@@ -4,7 +4,6 @@ and the contract checks (each sample once, resume identical, ``restore_sample``)
 your own encoder. Depends on the product, never the reverse.
 """
 
-from energon_pack.encoding import load_tokenizer
 from energon_pack.testing._contracts import (
     assert_each_sample_once,
     assert_restore_sample_reproduces,
@@ -64,7 +63,6 @@ __all__ = [
     "item_digest",
     "item_record",
     "LengthTextEncoder",
-    "load_tokenizer",
     "make_captioning_dataset",
     "make_image_processor",
     "make_jsonl_dataset",

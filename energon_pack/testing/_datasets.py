@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tiny, real energon datasets for tests and examples (tar shards + ``energon prepare``).
 
-The writers live in :mod:`energon_pack.tools._datasets` and are re-exported here next to the test-only
-pieces (:data:`WORDS`, :func:`synthetic_texts`, :func:`make_loader`)::
+Deterministic texts for tests; the writers and the loader come from :mod:`energon_pack.tools`
+and are re-exported by :mod:`energon_pack.testing`::
 
     >>> texts = synthetic_texts(4, seed=0, min_words=1, max_words=3)  # doctest: +SKIP
     >>> make_text_dataset(tmp / "text", texts, samples_per_shard=2)    # doctest: +SKIP
@@ -20,25 +20,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from energon_pack.tools import (
-    make_captioning_dataset,
-    make_jsonl_dataset,
-    make_loader,
-    make_text_dataset,
-    prepare_dataset,
-    sample_key,
-)
-
-__all__ = [
-    "WORDS",
-    "make_captioning_dataset",
-    "make_jsonl_dataset",
-    "make_loader",
-    "make_text_dataset",
-    "prepare_dataset",
-    "sample_key",
-    "synthetic_texts",
-]
+__all__ = ["WORDS", "synthetic_texts"]
 
 #: The vocabulary of :func:`synthetic_texts` (also what the test tokenizer is trained on).
 WORDS: tuple[str, ...] = tuple(

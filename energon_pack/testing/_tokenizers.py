@@ -18,16 +18,13 @@ can be tested without downloading one.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 __all__ = [
     "CHAT_TEMPLATE",
     "IMAGE_TOKEN",
     "SPECIAL_TOKENS",
-    "load_tokenizer",
     "make_tokenizer",
 ]
 
@@ -84,11 +81,3 @@ def make_tokenizer(path: Path | str, texts: Sequence[str], *, chat_template: boo
     path.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(str(path))
     return path
-
-
-def load_tokenizer(path: Path | str) -> Any:
-    """Load a tokenizer directory offline (``HF_HUB_OFFLINE=1``, ``local_files_only=True``)."""
-    from transformers import AutoTokenizer
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)

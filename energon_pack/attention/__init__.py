@@ -4,7 +4,9 @@
 From the document lengths of each row this package builds reset position ids, segment ids,
 ``cu_seqlens`` (int32, from 0), ``cu_seqlens_padded``, ``max_seqlen`` (Python int), document
 borders, ``seq_idx``, the dense block-causal reference mask, a FlexAttention ``BlockMask`` and
-Qwen2-VL-style mRoPE positions. Example::
+Qwen2-VL-style mRoPE positions; the kernel adapters (flash-attn varlen, Megatron-Core
+``PackedSeqParams``, Hugging Face kwargs, ``BlockMask``, dense mask) turn that metadata into each
+kernel's arguments. Example::
 
     >>> meta = document_metadata([[3, 2, 1]])
     >>> meta.position_ids
@@ -15,6 +17,16 @@ Qwen2-VL-style mRoPE positions. Example::
 See ``docs/concepts/metadata.md`` for the conventions.
 """
 
+from energon_pack.attention._adapters import (
+    HF_ATTENTION_IMPLEMENTATIONS,
+    block_mask,
+    dense_mask,
+    flash_attn_kwargs,
+    hf_kwargs,
+    hf_labels,
+    packed_seq_params,
+    packed_seq_params_fields,
+)
 from energon_pack.attention._documents import (
     DocumentMetadata,
     aligned_lengths,
@@ -26,23 +38,23 @@ from energon_pack.attention._flex import (
     block_causal_block_mask,
     reference_block_mask,
 )
-from energon_pack.attention._kernels import (
-    flash_attn_kwargs,
-    packed_seq_params,
-    packed_seq_params_fields,
-)
 from energon_pack.attention._masks import additive_mask, dense_block_causal_mask
 from energon_pack.attention._mrope import mrope_position_ids
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "HF_ATTENTION_IMPLEMENTATIONS",
     "DocumentMetadata",
     "additive_mask",
     "aligned_lengths",
     "block_causal_block_mask",
+    "block_mask",
     "dense_block_causal_mask",
+    "dense_mask",
     "document_metadata",
     "flash_attn_kwargs",
+    "hf_kwargs",
+    "hf_labels",
     "mrope_position_ids",
     "packed_seq_params",
     "packed_seq_params_fields",

@@ -13,7 +13,6 @@ each kernel's vocabulary::
 
 from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch, collate_packs
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample
-from energon_pack.samples._hf import HF_ATTENTION_IMPLEMENTATIONS, hf_kwargs, hf_labels
 from energon_pack.samples._packed import (
     IGNORE_INDEX,
     PackedCaptioningSample,
@@ -22,7 +21,6 @@ from energon_pack.samples._packed import (
 )
 
 __all__ = [
-    "HF_ATTENTION_IMPLEMENTATIONS",
     "IGNORE_INDEX",
     "EncodedCaptioningSample",
     "EncodedSample",
@@ -31,7 +29,5 @@ __all__ = [
     "PackedTextBatch",
     "PackedTextSample",
     "collate_packs",
-    "hf_kwargs",
-    "hf_labels",
     "pack_documents",
 ]

@@ -28,13 +28,13 @@ from torch.nn.attention.flex_attention import BlockMask
 from energon_pack.attention import (
     DEFAULT_BLOCK_SIZE,
     DocumentMetadata,
-    block_causal_block_mask,
-    dense_block_causal_mask,
+    block_mask,
+    dense_mask,
     document_metadata,
     flash_attn_kwargs,
+    hf_kwargs,
     packed_seq_params,
 )
-from energon_pack.samples._hf import hf_kwargs
 from energon_pack.samples._packed import IGNORE_INDEX, PackedCaptioningSample, PackedTextSample
 
 __all__ = ["PackedCaptioningBatch", "PackedTextBatch", "collate_packs"]
@@ -94,32 +94,27 @@ class PackedTextBatch(Batch):
         )
 
     def flash_attn_kwargs(self) -> dict[str, Any]:
-        """``flash_attn_varlen_func`` kwargs for the (B * L, ...) flattened batch.
-
-        ``cu_seqlens_q/k``: (D + 1,) int32 slot offsets; ``max_seqlen_q/k``: Python int.
-        """
+        """``flash_attn_varlen_func`` kwargs; see :func:`energon_pack.attention.flash_attn_kwargs`."""
         return flash_attn_kwargs(self.metadata)
 
     def packed_seq_params(self) -> Any:
-        """Megatron-Core ``PackedSeqParams`` (``qkv_format="thd"``), or its fields as a dict
-        when megatron-core is not installed. ``cu_seqlens_q/kv`` (real) and
-        ``cu_seqlens_q/kv_padded`` (offsets): (D + 1,) int32; ``max_seqlen_q/kv``: Python int.
-        """
+        """Megatron-Core ``PackedSeqParams``; see :func:`energon_pack.attention.packed_seq_params`."""
         return packed_seq_params(self.metadata)
 
-    def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
-        """Kwargs for ``model(**...)`` of a transformers causal LM; see ``samples._hf``."""
-        return hf_kwargs(self, attn_implementation, **options)
+    def hf_kwargs(
+        self, attn_implementation: str = "sdpa", *, with_labels: bool = True, **options: Any
+    ) -> dict[str, Any]:
+        """Kwargs for ``model(**...)``; see :func:`energon_pack.attention.hf_kwargs`."""
+        labels = self.labels if with_labels else None
+        return hf_kwargs(self.metadata, self.tokens, labels, attn_implementation, **options)
 
     def block_mask(self, *, block_size: int = DEFAULT_BLOCK_SIZE) -> BlockMask:
-        """FlexAttention document-causal ``BlockMask`` of shape (B, 1, L, L)."""
-        return block_causal_block_mask(self.seq_idx, block_size=block_size)
+        """FlexAttention ``BlockMask`` (B, 1, L, L); see :func:`energon_pack.attention.block_mask`."""
+        return block_mask(self.metadata, block_size=block_size)
 
     def dense_mask(self) -> torch.Tensor:
-        """(B, 1, L, L) bool block-causal mask (True = may attend). Costs B * L^2 bytes."""
-        meta = self.metadata
-        mask = dense_block_causal_mask(meta.slot_lengths, self.tokens.shape[1])
-        return mask.to(self.tokens.device)
+        """(B, 1, L, L) bool block-causal mask; see :func:`energon_pack.attention.dense_mask`."""
+        return dense_mask(self.metadata)
 
 
 @edataclass
@@ -139,7 +134,8 @@ class PackedCaptioningBatch(PackedTextBatch):
     def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
         """Text kwargs plus ``pixel_values``, ``image_grid_thw`` and, when built, the mRoPE
         ``position_ids`` of shape (3, B, L)."""
-        kwargs = hf_kwargs(self, attn_implementation, **options)
+        # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
+        kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         kwargs["pixel_values"] = self.pixel_values
         kwargs["image_grid_thw"] = self.image_grid_thw
         if self.mrope_position_ids is not None:

@@ -15,7 +15,6 @@ from energon_pack.samples import (
     PackedCaptioningBatch,
     PackedTextBatch,
     collate_packs,
-    hf_labels,
     pack_documents,
 )
 
@@ -109,10 +108,6 @@ def test_fast_paths_agree_with_dense_reference(seed: int) -> None:
     real = b.segment_ids > 0
     assert not (dense[:, 0] & real[:, :, None] & ~real[:, None, :]).any()
     assert b.cu_seqlens[-1] == int(real.sum())
-
-
-def test_hf_labels_shift_right() -> None:
-    assert hf_labels(torch.tensor([[6, 7, -100, 9, -100]])).tolist() == [[-100, 6, 7, -100, 9]]
 
 
 def test_hf_kwargs_per_implementation() -> None:

@@ -5,7 +5,20 @@ from __future__ import annotations
 
 import importlib.util
 
-from energon_pack.attention import document_metadata, flash_attn_kwargs, packed_seq_params
+import pytest
+import torch
+
+from energon_pack.attention import (
+    HF_ATTENTION_IMPLEMENTATIONS,
+    block_mask,
+    dense_block_causal_mask,
+    dense_mask,
+    document_metadata,
+    flash_attn_kwargs,
+    hf_kwargs,
+    hf_labels,
+    packed_seq_params,
+)
 
 
 def test_flash_attn_kwargs_use_slot_offsets() -> None:
@@ -51,3 +64,40 @@ def test_metadata_package_does_not_import_megatron() -> None:
         "for k in sys.modules), sorted(k for k in sys.modules if k.startswith('megatron'))"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_dense_and_block_mask_of_the_metadata() -> None:
+    meta = document_metadata([[3, 2, 1]], length=8)
+    dense = dense_mask(meta)
+    assert torch.equal(dense, dense_block_causal_mask([[3, 2, 3]], 8))
+    # the BlockMask's mask_mod reproduces the dense mask pair by pair
+    mm = block_mask(meta, block_size=4).mask_mod
+    q, k = torch.arange(8).view(-1, 1), torch.arange(8).view(1, -1)
+    assert torch.equal(mm(torch.tensor(0), 0, q, k), dense[0, 0])
+
+
+def test_hf_labels_shift_right() -> None:
+    assert hf_labels(torch.tensor([[6, 7, -100, 9, -100]])).tolist() == [[-100, 6, 7, -100, 9]]
+
+
+def test_hf_kwargs_from_metadata_and_tokens() -> None:
+    meta = document_metadata([[3, 2]], length=6)
+    tokens = torch.arange(6).view(1, 6)
+    labels = torch.tensor([[1, 2, -100, 4, -100, -100]])
+    kw = hf_kwargs(meta, tokens, labels, "flash_attention_3")
+    assert list(kw) == [
+        "input_ids",
+        "position_ids",
+        "labels",
+        "cu_seq_lens_q",
+        "cu_seq_lens_k",
+        "max_length_q",
+        "max_length_k",
+    ]
+    assert kw["input_ids"] is tokens and kw["position_ids"] is meta.position_ids
+    assert kw["labels"].tolist() == [[-100, 1, 2, -100, 4, -100]]
+    assert kw["cu_seq_lens_q"].tolist() == [0, 3, 6] and kw["max_length_q"] == 3
+    assert "labels" not in hf_kwargs(meta, tokens, None, "sdpa")
+    assert set(HF_ATTENTION_IMPLEMENTATIONS) >= {"sdpa", "eager", "flex_attention"}
+    with pytest.raises(ValueError, match="unknown attn_implementation 'bogus'"):
+        hf_kwargs(meta, tokens, labels, "bogus")

@@ -1,0 +1,189 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Kernel adapters: :class:`DocumentMetadata` in the vocabulary of each attention kernel.
+
+Every adapter is a function of the metadata (and of the tokens / labels where the kernel's
+caller wants them); the batch types' methods (``batch.flash_attn_kwargs()``, ...) forward here.
+All describe the batch flattened row-major to ``(B * L, ...)``: every token belongs to one slot
+(a document, its alignment padding, and for a row's last document the row's tail padding), so
+the offsets tile the flattened tensor and padding never reaches a real token.
+
+For one row ``doc_lengths=[3, 2, 1]`` padded to ``L = 8``:
+
+- flash-attn ``flash_attn_varlen_func`` (:func:`flash_attn_kwargs`): ``cu_seqlens_q =
+  cu_seqlens_k = [0, 3, 5, 8]`` (int32 slot offsets), ``max_seqlen_q = max_seqlen_k = 3``
+  (Python int, the longest slot).
+- Megatron-Core ``PackedSeqParams`` (:func:`packed_seq_params`): ``qkv_format="thd"``,
+  ``cu_seqlens_q = cu_seqlens_kv = [0, 3, 5, 6]`` (real lengths), ``cu_seqlens_q_padded =
+  cu_seqlens_kv_padded = [0, 3, 5, 8]`` (offsets in the tensor), ``max_seqlen_q =
+  max_seqlen_kv = 3`` (longest slot, an upper bound for both).
+- FlexAttention (:func:`block_mask`): the document-causal ``BlockMask`` ``(B, 1, L, L)``.
+- SDPA / eager reference (:func:`dense_mask`): the ``(B, 1, L, L)`` bool block-causal mask, the
+  only ``L x L`` object, built on request.
+- Hugging Face transformers (:func:`hf_kwargs`): ``input_ids``, the reset ``position_ids``,
+  ``labels`` shifted for HF's loss, and per ``attn_implementation`` (one function each, in
+  ``_HF_ATTENTION``): ``"sdpa"`` the bool mask (transformers passes any 4-D mask through);
+  ``"eager"`` the same as an additive float mask (0 / dtype minimum, eager *adds* the mask);
+  ``"flex_attention"`` the ``BlockMask``; ``"flash_attention_2"`` / ``"flash_attention_3"`` no
+  mask but ``cu_seq_lens_q/k`` (int32 slot offsets) and ``max_length_q/k`` (the padding-free
+  path).
+
+HF labels: HF's causal-LM loss shifts ``labels`` left by one itself, so we pass our aligned
+targets shifted *right* by one (-100 in column 0). Example, one row ``[5, 6, 7 | 8, 9]``::
+
+    our labels    6  7 -100  9 -100       (target of each position)
+    HF labels  -100  6    7 -100   9      (HF drops column 0 and compares logits[i] to col i+1)
+
+HF's loss is then the mean over every target of the batch, i.e. the token-weighted mean of the
+per-document losses (tested against per-document runs).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.nn.attention.flex_attention import BlockMask
+
+from energon_pack.attention._documents import DocumentMetadata
+from energon_pack.attention._flex import DEFAULT_BLOCK_SIZE, block_causal_block_mask
+from energon_pack.attention._masks import additive_mask, dense_block_causal_mask
+
+__all__ = [
+    "HF_ATTENTION_IMPLEMENTATIONS",
+    "block_mask",
+    "dense_mask",
+    "flash_attn_kwargs",
+    "hf_kwargs",
+    "hf_labels",
+    "packed_seq_params",
+    "packed_seq_params_fields",
+]
+
+
+def flash_attn_kwargs(meta: DocumentMetadata) -> dict[str, Any]:
+    """Keyword arguments of ``flash_attn_varlen_func`` for the flattened batch.
+
+    Returns ``cu_seqlens_q``/``cu_seqlens_k``: ``(D + 1,)`` int32 slot offsets into ``B * L``
+    tokens; ``max_seqlen_q``/``max_seqlen_k``: Python int, the longest slot.
+    """
+    return {
+        "cu_seqlens_q": meta.cu_seqlens_padded,
+        "cu_seqlens_k": meta.cu_seqlens_padded,
+        "max_seqlen_q": meta.max_seqlen_padded,
+        "max_seqlen_k": meta.max_seqlen_padded,
+    }
+
+
+def packed_seq_params_fields(meta: DocumentMetadata) -> dict[str, Any]:
+    """The fields of Megatron-Core's ``PackedSeqParams`` as a plain dict (see module docs)."""
+    return {
+        "qkv_format": "thd",
+        "cu_seqlens_q": meta.cu_seqlens,
+        "cu_seqlens_kv": meta.cu_seqlens,
+        "cu_seqlens_q_padded": meta.cu_seqlens_padded,
+        "cu_seqlens_kv_padded": meta.cu_seqlens_padded,
+        "max_seqlen_q": meta.max_seqlen_padded,
+        "max_seqlen_kv": meta.max_seqlen_padded,
+    }
+
+
+def packed_seq_params(meta: DocumentMetadata) -> Any:
+    """Megatron-Core ``PackedSeqParams`` when ``megatron.core`` is importable, else the dict.
+
+    ``cu_seqlens_*``: ``(D + 1,)`` int32; ``max_seqlen_*``: Python int.
+    """
+    fields = packed_seq_params_fields(meta)
+    try:
+        module = importlib.import_module("megatron.core.packed_seq_params")
+    except ImportError:
+        return fields
+    return module.PackedSeqParams(**fields)
+
+
+def block_mask(meta: DocumentMetadata, *, block_size: int = DEFAULT_BLOCK_SIZE) -> BlockMask:
+    """FlexAttention document-causal ``BlockMask`` of shape ``(B, 1, L, L)``, O(L) memory."""
+    return block_causal_block_mask(meta.seq_idx, block_size=block_size)
+
+
+def dense_mask(meta: DocumentMetadata) -> torch.Tensor:
+    """``(B, 1, L, L)`` bool block-causal mask (True = may attend), on the metadata's device.
+
+    Costs ``B * L^2`` bytes. ``dense_mask(document_metadata([[2, 1]]))[0, 0]`` is
+    ``[[1, 0, 0], [1, 1, 0], [0, 0, 1]]``.
+    """
+    mask = dense_block_causal_mask(meta.slot_lengths, meta.seq_idx.shape[1])
+    return mask.to(meta.seq_idx.device)
+
+
+def hf_labels(labels: torch.Tensor) -> torch.Tensor:
+    """Shift aligned targets ``(B, L)`` right by one: the ``labels`` HF's loss expects."""
+    out = torch.full_like(labels, -100)
+    out[:, 1:] = labels[:, :-1]
+    return out
+
+
+def _hf_sdpa(meta: DocumentMetadata, *, mask_dtype: torch.dtype) -> dict[str, Any]:
+    return {"attention_mask": dense_mask(meta)}
+
+
+def _hf_eager(meta: DocumentMetadata, *, mask_dtype: torch.dtype) -> dict[str, Any]:
+    return {"attention_mask": additive_mask(dense_mask(meta), mask_dtype)}
+
+
+def _hf_flex(meta: DocumentMetadata, *, mask_dtype: torch.dtype) -> dict[str, Any]:
+    return {"attention_mask": block_mask(meta)}
+
+
+def _hf_flash(meta: DocumentMetadata, *, mask_dtype: torch.dtype) -> dict[str, Any]:
+    return {
+        "cu_seq_lens_q": meta.cu_seqlens_padded,
+        "cu_seq_lens_k": meta.cu_seqlens_padded,
+        "max_length_q": meta.max_seqlen_padded,
+        "max_length_k": meta.max_seqlen_padded,
+    }
+
+
+#: ``attn_implementation`` -> the attention kwargs of a transformers model for it (a mask, or
+#: the varlen offsets); :func:`hf_kwargs` adds ``input_ids``, ``position_ids`` and ``labels``.
+_HF_ATTENTION: dict[str, Callable[..., dict[str, Any]]] = {
+    "sdpa": _hf_sdpa,
+    "eager": _hf_eager,
+    "flex_attention": _hf_flex,
+    "flash_attention_2": _hf_flash,
+    "flash_attention_3": _hf_flash,
+}
+#: The ``attn_implementation`` values :func:`hf_kwargs` accepts.
+HF_ATTENTION_IMPLEMENTATIONS = tuple(_HF_ATTENTION)
+
+
+def hf_kwargs(
+    meta: DocumentMetadata,
+    tokens: torch.Tensor,
+    labels: torch.Tensor | None = None,
+    attn_implementation: str = "sdpa",
+    *,
+    mask_dtype: torch.dtype = torch.float32,
+) -> dict[str, Any]:
+    """Kwargs for ``model(**...)`` of a transformers causal LM (see the module docstring).
+
+    Args:
+        meta: the batch's document metadata.
+        tokens: ``(B, L)`` int64 token ids (``input_ids``).
+        labels: ``(B, L)`` aligned targets, passed shifted for HF's loss; None: no labels.
+        attn_implementation: one of :data:`HF_ATTENTION_IMPLEMENTATIONS`, as the model was
+            loaded.
+        mask_dtype: dtype of the eager additive mask.
+    """
+    attention = _HF_ATTENTION.get(attn_implementation)
+    if attention is None:
+        raise ValueError(
+            f"unknown attn_implementation {attn_implementation!r}; "
+            f"choose one of {HF_ATTENTION_IMPLEMENTATIONS}"
+        )
+    kwargs: dict[str, Any] = {"input_ids": tokens, "position_ids": meta.position_ids}
+    if labels is not None:
+        kwargs["labels"] = hf_labels(labels)
+    kwargs.update(attention(meta, mask_dtype=mask_dtype))
+    return kwargs

@@ -4,50 +4,112 @@
 The first thing a new user needs: their documents as an energon dataset ready for packing.
 Each ``.txt`` / ``.md`` file is one document; each line of a ``.jsonl`` file is one JSON object
 whose ``--field`` (default ``text``) is one document; a directory contributes its ``.txt``,
-``.md`` and ``.jsonl`` files (recursively, sorted). Documents are written in input order to
+``.md`` and ``.jsonl`` files (recursively, sorted; files of other types are listed as skipped,
+and a file reached twice is refused). Documents are written in input order to
 WebDataset tar shards (``000000.txt``, ``000001.txt``, ...) and ``energon prepare`` is run on
 them (``TextSample``, field map ``{"text": "txt"}``, split 1,0,0)::
 
     $ energon-pack make-dataset data/ corpus.jsonl notes/readme.txt --samples-per-shard 1000
     wrote 12,345 documents (0 empty skipped) in 13 shards to data/ (energon TextSample)
 
-A JSONL line that is not a JSON object, lacks the field, or holds a non-string names the file
-and the line; empty strings are skipped and counted (the encoders would drop them anyway).
+A JSONL line that is not a JSON object, lacks the field, or holds a non-string (or a lone
+surrogate such as ``"\\ud800"``) names the file and the line; empty strings are skipped and counted (the encoders would drop them anyway).
 
 Documents stream from the inputs into the shards (:func:`iter_documents` feeds
 :func:`energon_pack.tools._datasets.make_text_dataset` a generator), so a multi-GB JSONL needs no more
 memory than one document and one shard's tar header. A bad line found midway stops the run and
 removes what it wrote (``OUT`` is deleted, or emptied if it existed empty), so a failed run never
-leaves something that looks like a dataset.
+leaves something that looks like a dataset. A filesystem failure (no permission, read-only, full
+disk) is one line naming the path and the fix, after the same clean-up.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-__all__ = ["DocumentCounts", "command", "iter_documents", "read_documents"]
+from energon_pack.cli._errors import os_error
+
+__all__ = [
+    "DocumentCounts",
+    "InputFiles",
+    "collect_inputs",
+    "command",
+    "iter_documents",
+    "read_documents",
+]
 
 TEXT_SUFFIXES = (".txt", ".md")
 JSONL_SUFFIXES = (".jsonl",)
+SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES
 
 
-def _expand(inputs: Iterable[Path]) -> Iterator[Path]:
+@dataclass(frozen=True)
+class InputFiles:
+    """The files :func:`collect_inputs` found: what will be read, and what was left out."""
+
+    files: tuple[Path, ...]  #: supported files, in reading order
+    skipped: tuple[Path, ...]  #: files of other types found inside directories (not read)
+
+    def skipped_note(self, first: int = 5) -> str | None:
+        """``"skipped 2 files of other types in directories: d/a.csv, d/b.png"`` (or None)."""
+        if not self.skipped:
+            return None
+        names = ", ".join(str(p) for p in self.skipped[:first])
+        more = f", ... ({len(self.skipped) - first} more)" if len(self.skipped) > first else ""
+        return (
+            f"skipped {_plural(len(self.skipped), 'file')} of other types in directories "
+            f"(only {'/'.join(SUFFIXES)} are read): {names}{more}"
+        )
+
+
+def _plural(n: int, noun: str) -> str:
+    """``_plural(1, "shard") == "1 shard"``, ``_plural(3, "shard") == "3 shards"``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def collect_inputs(inputs: Iterable[Path]) -> InputFiles:
+    """Expand directories (recursively, sorted) and check the inputs before anything is read.
+
+    ``[d/, notes.txt]`` with ``d/a.jsonl``, ``d/b.csv`` -> files ``(d/a.jsonl, notes.txt)``,
+    skipped ``(d/b.csv,)``.
+
+    Raises:
+        ValueError: a file of an unsupported type named directly, a directory with no supported
+            file, or the same file reached twice (``a.txt a.txt``, or ``d/`` and ``d/a.txt``).
+    """
+    files: list[Path] = []
+    skipped: list[Path] = []
+    seen: dict[Path, Path] = {}
     for path in inputs:
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in TEXT_SUFFIXES + JSONL_SUFFIXES)
-            if not found:
-                raise ValueError(
-                    f"{path}: directory holds no {'/'.join(TEXT_SUFFIXES + JSONL_SUFFIXES)} files."
-                )
-            yield from found
+            found = sorted(p for p in path.rglob("*") if p.is_file())
+            chosen = [p for p in found if p.suffix in SUFFIXES]
+            skipped.extend(p for p in found if p.suffix not in SUFFIXES)
+            if not chosen:
+                raise ValueError(f"{path}: directory holds no {'/'.join(SUFFIXES)} files.")
+        elif path.suffix not in SUFFIXES:
+            raise ValueError(
+                f"{path}: unsupported file type {path.suffix!r}; use .txt/.md (one document "
+                "per file) or .jsonl (one JSON object per line)."
+            )
         else:
-            yield path
+            chosen = [path]
+        for file in chosen:
+            first = seen.setdefault(file.resolve(), file)
+            if first is not file:
+                raise ValueError(
+                    f"{file} is given twice (also as {first}): its documents would be written "
+                    "twice; name each file or directory once."
+                )
+            files.append(file)
+    return InputFiles(tuple(files), tuple(skipped))
 
 
 def _jsonl_documents(path: Path, field: str) -> Iterator[str]:
@@ -74,6 +136,14 @@ def _jsonl_documents(path: Path, field: str) -> Iterator[str]:
                 raise ValueError(
                     f"{path}:{lineno}: field {field!r} is {type(value).__name__}, not a string."
                 )
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:  # JSON allows "\\ud800" alone; UTF-8 does not
+                raise ValueError(
+                    f"{path}:{lineno}: field {field!r} holds a lone surrogate "
+                    f"({value[exc.start]!r} at character {exc.start}), which is not text; "
+                    "fix or remove the line."
+                ) from exc
             yield value
 
 
@@ -99,12 +169,12 @@ def iter_documents(
     reaches the bad file or line, after the documents before it were yielded.
 
     Raises:
-        ValueError: naming the file (and line) of a bad input, or, at the end of the stream,
-            when nothing is left.
+        ValueError: naming the file (and line) of a bad input (see also :func:`collect_inputs`),
+            or, at the end of the stream, when nothing is left.
     """
     inputs = tuple(inputs)
     counts = DocumentCounts() if counts is None else counts
-    for path in _expand(inputs):
+    for path in collect_inputs(inputs).files:
         try:
             if path.suffix in JSONL_SUFFIXES:
                 lines = 0
@@ -117,22 +187,19 @@ def iter_documents(
                         counts.empty += 1
                 if not lines:
                     raise ValueError(f"{path}: no JSON lines in this file; remove it or fill it.")
-            elif path.suffix in TEXT_SUFFIXES:
+            else:
                 text = path.read_text(encoding="utf-8")
                 if not text.strip():
                     raise ValueError(f"{path}: the file is empty (a .txt file is one document).")
                 counts.documents += 1
                 yield text
-            else:
-                raise ValueError(
-                    f"{path}: unsupported file type {path.suffix!r}; use .txt/.md (one document "
-                    "per file) or .jsonl (one JSON object per line)."
-                )
         except UnicodeDecodeError as exc:
             raise ValueError(
                 f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); convert it to "
                 "UTF-8 (e.g. iconv -t utf-8) or leave it out."
             ) from exc
+        except OSError as exc:  # an input, not the output: say so
+            raise ValueError(f"cannot read {path}: {exc.strerror or exc}.") from exc
     if not counts.documents:
         raise ValueError(f"no non-empty documents in {', '.join(map(str, inputs))}.")
 
@@ -183,6 +250,10 @@ def command(out: Path, inputs: tuple[Path, ...], field: str, samples_per_shard: 
     """Write INPUTS (.txt/.md files, .jsonl files, directories) as an energon dataset at OUT."""
     if out.exists() and any(out.iterdir()):
         raise click.ClickException(f"{out} exists and is not empty; choose a new directory.")
+    try:
+        found = collect_inputs(inputs)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
     from energon_pack.tools import make_text_dataset
 
     created = _first_missing(out)
@@ -191,19 +262,29 @@ def command(out: Path, inputs: tuple[Path, ...], field: str, samples_per_shard: 
         # Streams: shards are written while the inputs are read, never all documents at once.
         make_text_dataset(
             out,
-            iter_documents(inputs, field=field, counts=counts),
+            iter_documents(found.files, field=field, counts=counts),
             samples_per_shard=samples_per_shard,
         )
     except BaseException as exc:
-        # A bad line deep in a big file must not leave half a dataset behind.
+        # A bad line deep in a big file (or a full disk) must not leave half a dataset behind.
         _remove_created(out, created)
         if isinstance(exc, ValueError):
             raise click.ClickException(str(exc)) from exc
+        if isinstance(exc, OSError):
+            raise os_error(exc, "write", out) from exc
+        if isinstance(exc, sqlite3.Error):  # energon prepare's index (full disk, mostly)
+            raise click.ClickException(
+                f"cannot write the energon index {out / '.nv-meta' / 'index.sqlite'}: {exc}; "
+                "free space on that disk or choose an output directory on another one."
+            ) from exc
         raise
+    note = found.skipped_note()
+    if note is not None:
+        click.echo(note)
     shards = -(-counts.documents // samples_per_shard)
     click.echo(
-        f"wrote {counts.documents:,} documents ({counts.empty} empty skipped) in {shards} shards "
-        f"to {out} (energon TextSample)"
+        f"wrote {_plural(counts.documents, 'document')} ({counts.empty} empty skipped) in "
+        f"{_plural(shards, 'shard')} to {out} (energon TextSample)"
     )
     click.echo(
         f"next: energon-pack analyze {out} --tokenizer TOKENIZER_DIR --pack-size 4096 "

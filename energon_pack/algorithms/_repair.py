@@ -8,10 +8,10 @@ slack is scattered over the other packs in pieces too small to use. The repair p
 1. Pools the samples of the ``pool_bins`` least-filled packs, plus the ``flexible_bins`` packs
    holding the most samples (short documents make exact fills possible).
 2. Re-packs the pool pack by pack: each new pack starts with the longest pooled sample and is
-   topped up with the subset of the others whose sum fills the remaining room best (an exact
-   bounded subset-sum over a bitset, :func:`fill_counts`: one Python int of ``room + 1`` bits,
-   ``reach |= reach >> (c * x)`` adding ``c`` copies of a length at once; an exact fill found
-   for a room is reused for the next pack with the same room while its samples remain).
+   topped up with the subset of the others whose sum fills the remaining room best (the exact
+   bounded subset sum of :mod:`~energon_pack.algorithms._subset_sum`, shared with the balancing
+   pass: :func:`fill_counts`; an exact fill found for a room is reused for the next pack with
+   the same room while its samples remain).
 3. Keeps the result only if it uses fewer packs than the pool came from (it gives up as soon
    as the packs made so far plus ``ceil(rest / C)`` reach the pool's count), and repeats (at most
    ``rounds`` times) while above the lower bound ``max(L1, L2)`` (Martello-Toth).
@@ -34,14 +34,13 @@ pack stays within capacity and ``max_samples_per_pack``; the result is determini
 from __future__ import annotations
 
 import bisect
-from collections import Counter
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from energon_pack.algorithms._best_fit import best_fit_decreasing_rooms
 from energon_pack.algorithms._bounds import martello_toth_l2
+from energon_pack.algorithms._subset_sum import fill_counts, fill_room
 
 __all__ = [
     "BUFFER_EFFORT",
@@ -51,7 +50,7 @@ __all__ = [
     "RepairEffort",
     "best_fit_decreasing_repair",
     "best_fit_decreasing_search",
-    "fill_counts",
+    "fill_counts",  # re-exported from _subset_sum until the package __init__ imports it there
     "fill_room",
     "repair_packs",
 ]
@@ -87,67 +86,6 @@ BUFFER_EFFORT = RepairEffort(pool_bins=128, flexible_bins=32, rounds=3)
 BUFFER_LENGTHS = 8192
 #: ``best_fit_decreasing_search``: fuller packs for buffers of thousands of samples.
 SEARCH_EFFORT = RepairEffort(pool_bins=160, flexible_bins=40, rounds=6)
-
-
-def fill_counts(values: Sequence[int], counts: Mapping[int, int], room: int) -> dict[int, int]:
-    """Copies of each length to take for the largest total ``<= room`` (exact bounded subset sum).
-
-    ``values`` are distinct lengths, each available ``counts[x]`` times; the result maps the
-    lengths taken to their number of copies. One Python int is the bitset of the rooms still
-    reachable (bit ``r``: some choice leaves room ``r``), starting from ``1 << room``:
-    ``reach |= reach >> (c * x)`` adds ``c`` copies of ``x`` in two big-int operations. The
-    copies of a length are added in chunks of 1, 2, 4, ... (every count up to ``counts[x]`` is
-    a sum of chunks), so ``m`` equal lengths cost about ``log2(m)`` steps instead of ``m``. The
-    scan stops as soon as room 0 is reachable; ties prefer earlier values.
-    ``fill_counts([5, 3], {5: 1, 3: 3}, 9) == {3: 3}`` (3 + 3 + 3 = 9).
-    """
-    if room <= 0:
-        return {}
-    reach = 1 << room
-    steps: list[tuple[int, int, int]] = []  # (length, copies, reach before)
-    for x in values:
-        m = counts[x]
-        if m == 1:
-            steps.append((x, 1, reach))
-            reach |= reach >> x
-        else:
-            q = room // x
-            if m > q:
-                m = q
-            c = 1
-            while m > 0:
-                if c > m:
-                    c = m
-                steps.append((x, c, reach))
-                reach |= reach >> (c * x)
-                m -= c
-                c <<= 1
-        if reach & 1:
-            break
-    r = (reach & -reach).bit_length() - 1  # the least room left
-    take: dict[int, int] = {}
-    for x, c, before in reversed(steps):
-        if r == room:
-            break
-        if not (before >> r) & 1:
-            take[x] = take.get(x, 0) + c
-            r += c * x
-    return take
-
-
-def fill_room(values: list[int], room: int) -> list[int]:
-    """Positions of the subset of ``values`` with the largest sum ``<= room`` (exact).
-
-    Ties prefer earlier positions. ``fill_room([5, 4, 3], 7) == [1, 2]`` (4 + 3 = 7).
-    """
-    counts = Counter(x for x in values if 0 < x <= room)
-    take = fill_counts(list(counts), counts, room)
-    chosen: list[int] = []
-    for p, x in enumerate(values):
-        if take.get(x):
-            take[x] -= 1
-            chosen.append(p)
-    return chosen
 
 
 def _repack_pool(

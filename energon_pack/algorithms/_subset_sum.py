@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One exact bounded subset-sum engine, shared by the repair and the balancing passes.
+
+:func:`subset_sum` answers: given distinct lengths ``values``, each available ``counts[x]``
+times, which copies to take so that their total lies in ``[lo, hi]`` and is nearest ``target``
+(default ``hi``: the fullest fill of a room)? The repair fills a pack's room exactly
+(:func:`fill_counts`); the balancing pass looks for short documents whose total matches a long
+one within the two packs' free room (:func:`subset_positions`).
+
+One Python int is the bitset of the rooms still left (bit ``r``: some choice of the values
+scanned so far has total ``hi - r``), starting from ``1 << hi``. Taking ``c`` copies of ``x``
+is ``reach |= reach >> (c * x)``: totals above ``hi`` fall off the low end by themselves. The
+copies of a length are added in chunks of 1, 2, 4, ... (every count up to ``counts[x]`` is a
+sum of chunks), so ``m`` equal lengths cost about ``log2(m)`` big-int steps instead of ``m``.
+The scan stops as soon as ``target`` is reachable; the walk back from the chosen total skips
+every chunk whose total was reachable before it, so ties prefer earlier values.
+
+Worked example: ``values = [5, 3]``, ``counts = {5: 1, 3: 3}``, ``hi = 9`` (fill a room of 9)::
+
+    start             reach = 1 << 9                 rooms left {9}
+    5 x 1  (chunk 1)  reach |= reach >> 5            rooms left {9, 4}
+    3 x 1  (chunk 1)  reach |= reach >> 3            rooms left {9, 6, 4, 1}
+    3 x 2  (chunk 2)  reach |= reach >> 6            rooms left {9, 6, 4, 3, 1, 0}
+    room 0 reachable: total 9. Walk back: room 0 was not reachable before the chunk "3 x 2"
+    (take it, room 6), nor before "3 x 1" (take it, room 9 = start): {3: 3}.
+
+so ``subset_sum([5, 3], {5: 1, 3: 3}, 9) == {3: 3}``. With ``lo=4, hi=7, target=5`` the
+totals in the window are 5, 6 and 3 + 3 = 6: ``{5: 1}``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+__all__ = ["fill_counts", "fill_room", "subset_positions", "subset_sum"]
+
+
+def subset_sum(
+    values: Sequence[int],
+    counts: Mapping[int, int],
+    hi: int,
+    *,
+    lo: int = 0,
+    target: int | None = None,
+) -> dict[int, int] | None:
+    """Copies of each value with a total in ``[lo, hi]`` nearest ``target`` (exact search).
+
+    Args:
+        values: Distinct positive lengths, in order of preference (ties take earlier ones).
+        counts: Copies available of each value (``>= 1``).
+        hi: Largest total allowed.
+        lo: Smallest total allowed (default 0: any fill).
+        target: Total wanted (default ``hi``); equally near totals prefer the smaller one.
+
+    Returns:
+        ``{value: copies}`` (empty for the total 0), or ``None`` when no total lies in
+        ``[lo, hi]``. ``subset_sum([5, 3], {5: 1, 3: 2}, 9) == {5: 1, 3: 1}`` (8: the fullest).
+    """
+    lo = max(lo, 0)
+    if hi < lo:
+        return None
+    goal = hi - (hi if target is None else min(max(target, lo), hi))  # room left wanted
+    reach = 1 << hi
+    steps: list[tuple[int, int, int]] = []  # (length, copies, reach before)
+    for x in values:
+        m = counts[x]
+        q = hi // x
+        if m > q:
+            m = q
+        c = 1
+        while m > 0:
+            if c > m:
+                c = m
+            steps.append((x, c, reach))
+            reach |= reach >> (c * x)
+            m -= c
+            c <<= 1
+        if (reach >> goal) & 1:
+            break
+    r = _nearest(reach & ((2 << (hi - lo)) - 1), goal)
+    if r is None:
+        return None
+    take: dict[int, int] = {}
+    for x, c, before in reversed(steps):
+        if r == hi:
+            break
+        if not (before >> r) & 1:
+            take[x] = take.get(x, 0) + c
+            r += c * x
+    return take
+
+
+def _nearest(window: int, goal: int) -> int | None:
+    """The set bit of ``window`` nearest bit ``goal``; a tie takes the higher bit."""
+    if not window:
+        return None
+    above = window >> goal
+    up = goal + (above & -above).bit_length() - 1 if above else None
+    down = (window & ((1 << goal) - 1)).bit_length() - 1
+    if up is None or (down >= 0 and goal - down < up - goal):
+        return down
+    return up
+
+
+def fill_counts(values: Sequence[int], counts: Mapping[int, int], room: int) -> dict[int, int]:
+    """Copies of each length to take for the largest total ``<= room``: :func:`subset_sum`.
+
+    ``fill_counts([5, 3], {5: 1, 3: 3}, 9) == {3: 3}`` (3 + 3 + 3 = 9); ``{}`` for ``room <= 0``.
+    """
+    if room <= 0:
+        return {}
+    return subset_sum(values, counts, room) or {}
+
+
+def subset_positions(
+    values: Sequence[int], hi: int, *, lo: int = 0, target: int | None = None
+) -> list[int] | None:
+    """Positions of a subset of ``values`` with a total in ``[lo, hi]`` nearest ``target``.
+
+    Equal values are one run for :func:`subset_sum` (first occurrence order); the copies taken
+    are their earliest positions. ``None`` when no subset total lies in ``[lo, hi]``.
+    ``subset_positions([2, 6, 2, 2], 7, lo=5) == [0, 2, 3]``: 2 + 2 + 2 and 6 both reach 6, the
+    total nearest 7, and the run of 2s comes first.
+    """
+    counts = Counter(x for x in values if 0 < x <= hi)
+    take = subset_sum(list(counts), counts, hi, lo=lo, target=target)
+    if take is None:
+        return None
+    chosen: list[int] = []
+    for p, x in enumerate(values):
+        if take.get(x):
+            take[x] -= 1
+            chosen.append(p)
+    return chosen
+
+
+def fill_room(values: Sequence[int], room: int) -> list[int]:
+    """Positions of the subset of ``values`` with the largest sum ``<= room`` (exact).
+
+    Ties prefer earlier positions. ``fill_room([5, 4, 3], 7) == [1, 2]`` (4 + 3 = 7).
+    """
+    if room <= 0:
+        return []
+    return subset_positions(values, room) or []

@@ -196,10 +196,10 @@ def _repair_rounds(
     max_samples_per_pack: int | None,
     effort: RepairEffort,
 ) -> tuple[list[list[int]], list[int]]:
-    bound = -(-int(lengths.sum()) // capacity)
-    if len(bins) <= bound or not effort.rounds:
+    slack = sum(rooms)  # packs - ceil(sum / C) == slack // C: no NumPy call on the early exit
+    if slack < capacity or not effort.rounds:
         return bins, rooms
-    bound = max(bound, martello_toth_l2(lengths, capacity))
+    bound = max(len(bins) - slack // capacity, martello_toth_l2(lengths, capacity))
     if len(bins) <= bound:
         return bins, rooms
     cap_count = max_samples_per_pack or int(lengths.size)

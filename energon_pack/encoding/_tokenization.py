@@ -34,8 +34,24 @@ __all__ = ["DocumentTokenizer", "load_tokenizer", "masked_document"]
 logger = logging.getLogger(__name__)
 
 
+#: Files of a saved transformers tokenizer; a directory holding none of them holds no tokenizer.
+TOKENIZER_FILES: tuple[str, ...] = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "tokenizer.model",
+    "spiece.model",
+)
+
+
 def load_tokenizer(tokenizer: Any) -> Any:
-    """Return ``tokenizer`` itself, or load it from a local directory path (offline)."""
+    """Return ``tokenizer`` itself, or load it from a local directory path (offline).
+
+    A directory without any of :data:`TOKENIZER_FILES` is refused with a message naming it
+    (transformers would say "install sentencepiece or tiktoken", naming no path).
+    """
     if isinstance(tokenizer, (str, Path)):
         from transformers import AutoTokenizer
 
@@ -45,8 +61,18 @@ def load_tokenizer(tokenizer: Any) -> Any:
                 f"tokenizer path {str(path)!r} is not a local directory: pass a transformers "
                 "tokenizer object, or save one with tokenizer.save_pretrained(dir) first."
             )
+        if not any((path / name).is_file() for name in TOKENIZER_FILES):
+            found = sorted(p.name for p in path.iterdir())[:5]
+            raise ValueError(
+                f"{path} holds no tokenizer: expected tokenizer.json or tokenizer_config.json "
+                f"(what tokenizer.save_pretrained(dir) writes), found "
+                f"{', '.join(found) if found else 'an empty directory'}."
+            )
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        try:
+            return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        except (OSError, ValueError, KeyError) as exc:
+            raise ValueError(f"cannot load a tokenizer from {path}: {exc}") from exc
     if not callable(getattr(tokenizer, "encode", None)):
         raise ValueError(
             f"tokenizer {tokenizer!r} has no encode(); pass a transformers tokenizer or a path."
@@ -68,6 +94,12 @@ def masked_document(
     loss_mask = torch.zeros(len(tokens), dtype=torch.bool)
     loss_mask[len(prompt) :] = True
     return tokens, loss_mask
+
+
+def _is_transformers(tokenizer: Any) -> bool:
+    from transformers import PreTrainedTokenizerBase
+
+    return isinstance(tokenizer, PreTrainedTokenizerBase)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +131,9 @@ class DocumentTokenizer:
         eod_token_id: int | None = None,
     ) -> None:
         self.tokenizer = load_tokenizer(tokenizer)
+        # transformers warns "Token indices sequence length is longer than the specified maximum
+        # sequence length" for long texts; the encoders apply their own over-long policy.
+        self._encode_options = {"verbose": False} if _is_transformers(self.tokenizer) else {}
         bos = getattr(self.tokenizer, "bos_token_id", None)
         eod = eod_token_id
         for name in ("eos_token_id", "sep_token_id"):
@@ -134,7 +169,7 @@ class DocumentTokenizer:
 
     def encode_text(self, text: str) -> list[int]:
         """Token ids of ``text`` without any special token."""
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return list(self.tokenizer.encode(text, add_special_tokens=False, **self._encode_options))
 
     def _framed(self, prompt: Sequence[int], target: Sequence[int]) -> tuple[list[int], list[int]]:
         """``([BOS] + prompt, target + [EOD])`` according to ``add_bos`` / ``add_eos``."""

@@ -7,10 +7,10 @@ from energon_pack.tools._analysis import (
     BUFFER_CANDIDATES,
     AnalysisResult,
     analyze_dataset,
-    plot_analysis,
     recommend_buffer_size,
 )
 from energon_pack.tools._datasets import (
+    check_dataset,
     make_captioning_dataset,
     make_jsonl_dataset,
     make_text_dataset,
@@ -31,6 +31,10 @@ from energon_pack.tools._loader import (
 from energon_pack.tools._models import (
     tiny_causal_lm,
 )
+from energon_pack.tools._plots import (
+    buffer_fill_curves,
+    plot_analysis,
+)
 from energon_pack.tools._tokenizer_training import (
     BPE_SPECIAL_TOKENS,
     train_bpe_tokenizer,
@@ -41,6 +45,8 @@ __all__ = [
     "analyze_dataset",
     "BPE_SPECIAL_TOKENS",
     "BUFFER_CANDIDATES",
+    "buffer_fill_curves",
+    "check_dataset",
     "compare_continuation",
     "DemoConfig",
     "DemoReport",

@@ -37,13 +37,15 @@ from energon_pack.task_encoders import LLMPackingTaskEncoder
 __all__ = [
     "BUFFER_CANDIDATES",
     "AnalysisResult",
+    "FIRST_PACKS",
     "analyze_dataset",
-    "plot_analysis",
     "recommend_buffer_size",
 ]
 
 #: Buffer sizes tried by :func:`recommend_buffer_size`.
 BUFFER_CANDIDATES: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+#: Packs whose document lengths :class:`AnalysisResult` keeps (``first_packs``, for the plot).
+FIRST_PACKS = 24
 
 
 class _MeasuringEncoder(LLMPackingTaskEncoder):
@@ -89,12 +91,15 @@ class AnalysisResult:
     carry_over_fill: float | None  #: simulated fill with carry-over when it was off
     lengths: list[int] = field(repr=False)
     pack_fills: list[float] = field(repr=False)
+    #: document (piece) lengths of the first :data:`FIRST_PACKS` packs, as the loader emitted them
+    first_packs: list[list[int]] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (without the per-document lengths and per-pack fills)."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out.pop("lengths")
         out.pop("pack_fills")
+        out.pop("first_packs")
         out["buffer_sweep"] = {str(k): v for k, v in self.buffer_sweep.items()}
         return out
 
@@ -121,18 +126,25 @@ class AnalysisResult:
             ("packs", f"{self.packs}   ({self.tokens:,} tokens)"),
             (
                 "documents",
-                f"{self.samples_in} in -> {self.samples_out} in packs ({self.empty} empty dropped)",
+                f"{self.samples_in} in -> {self.samples_out} pieces in packs "
+                f"({self.empty} empty dropped)",
             ),
-            ("documents/pack", f"{self.documents_per_pack:.2f}"),
+            ("pieces/pack", f"{self.documents_per_pack:.2f}"),
             (
                 "over-long",
                 f"truncated {self.truncated}, split {self.split}, dropped {self.dropped_overlong}",
             ),
             ("lengths", _length_summary(self.lengths, self.pack_size)),
-            ("recommended buffer", rec),
         ]
         if self.carry_over_fill is not None:
-            rows.append(("with --carry-over", f"{self.carry_over_fill:.2%} at this buffer"))
+            rows.append(
+                (
+                    "carry-over",
+                    f"{self.carry_over_fill:.2%} at buffer {self.buffer_size} with --carry-over "
+                    f"(simulated; {self.fill:.2%} without)",
+                )
+            )
+        rows.append(("recommended buffer", rec))
         return [f"{name:<19} {value}" for name, value in rows]
 
 
@@ -239,6 +251,7 @@ def analyze_dataset(
     )
     loader = _dataset_order_loader(Path(dataset), encoder, buffer_size, limit)
     pack_fills: list[float] = []
+    first_packs: list[list[int]] = []
     tokens = documents = 0
     bar = tqdm(
         iter(loader),
@@ -256,6 +269,8 @@ def analyze_dataset(
             tokens += n
             documents += len(pack.doc_lengths)
             pack_fills.append(n / pack_size)
+            if len(first_packs) < FIRST_PACKS:
+                first_packs.append([int(d) for d in pack.doc_lengths])
     packs = len(pack_fills)
     lengths = list(encoder.lengths)
     options: dict[str, Any] = {"algorithm": algorithm, "overlong": overlong}
@@ -304,36 +319,5 @@ def analyze_dataset(
         carry_over_fill=carry_fill,
         lengths=lengths,
         pack_fills=pack_fills,
+        first_packs=first_packs,
     )
-
-
-def plot_analysis(result: AnalysisResult, path: Path | str) -> Path:
-    """Write a PNG: document length histogram (pack size marked) and the per-pack fill
-    distribution. Needs matplotlib (``pip install energon-pack[plot]``)."""
-    try:
-        import matplotlib
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("--plot needs matplotlib: pip install 'energon-pack[plot]'") from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_len, ax_fill) = plt.subplots(1, 2, figsize=(11, 4))
-    ax_len.hist(result.lengths, bins=50, color="#4c72b0")
-    ax_len.axvline(result.pack_size, color="#c44e52", linestyle="--", label="pack size")
-    ax_len.set_xlabel("document length (tokens)")
-    ax_len.set_ylabel("documents")
-    ax_len.set_title(f"{result.samples_in} documents, pack size {result.pack_size}", fontsize=10)
-    ax_len.legend()
-    ax_fill.hist([100 * f for f in result.pack_fills], bins=50, range=(0, 100), color="#55a868")
-    ax_fill.set_xlabel("pack fill (%)")
-    ax_fill.set_ylabel("packs")
-    ax_fill.set_title(
-        f"{result.packs} packs, fill {result.fill:.2%}\n(buffer {result.buffer_size}, "
-        f"{result.algorithm})",
-        fontsize=10,
-    )
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path

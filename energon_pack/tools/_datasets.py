@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "check_dataset",
     "make_captioning_dataset",
     "make_jsonl_dataset",
     "make_text_dataset",
@@ -62,6 +63,47 @@ def _write_shards(path: Path, samples: Iterable[dict[str, bytes]], samples_per_s
     finally:
         if tar is not None:
             tar.close()
+
+
+def check_dataset(path: Path | str) -> Path:
+    """Refuse, with the fix, a path energon cannot load as a dataset; return it as a ``Path``.
+
+    Checks what energon's own ``get_dataset_type`` sees (``.nv-meta`` of a webdataset, a prepared
+    ``.jsonl``, a metadataset ``.yaml``) and that every shard ``.nv-meta/.info.json`` lists is on
+    disk: ``data/`` whose ``shard_000001.tar`` was deleted fails here, before the loader starts,
+    with ``data: shard shard_000001.tar is missing (listed in .nv-meta/.info.json); ...``.
+
+    Raises:
+        ValueError: not a dataset (suggests ``energon-pack make-dataset``), an unprepared JSONL,
+            or missing shards.
+    """
+    from megatron.energon.epathlib import EPath
+    from megatron.energon.flavors.webdataset.metadata import EnergonDatasetType, get_dataset_type
+
+    path = Path(path)
+    kind = get_dataset_type(EPath(str(path)))
+    if kind is EnergonDatasetType.JSONL and not Path(f"{path}.idx").is_file():
+        raise ValueError(
+            f"{path} is not prepared (no {path.name}.idx): run `energon prepare {path}`, or make "
+            f"a TextSample dataset from it with `energon-pack make-dataset OUT {path}`."
+        )
+    if kind in (EnergonDatasetType.INVALID, EnergonDatasetType.FILESYSTEM):
+        raise ValueError(
+            f"{path} is not an energon dataset (no .nv-meta/dataset.yaml): make one from .txt, "
+            f".md or .jsonl files with `energon-pack make-dataset OUT {path}`, or run "
+            f"`energon prepare {path}` on a directory of WebDataset tar shards."
+        )
+    if kind is EnergonDatasetType.WEBDATASET and (path / ".nv-meta" / ".info.json").is_file():
+        info = json.loads((path / ".nv-meta" / ".info.json").read_text())
+        missing = [name for name in info.get("shard_counts", {}) if not (path / name).is_file()]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise ValueError(
+                f"{path}: shard {missing[0]}{more} is missing (listed in .nv-meta/.info.json); "
+                f"restore it, or rebuild the dataset (`energon prepare {path}` on the shards "
+                "left, or `energon-pack make-dataset` from the source files)."
+            )
+    return path
 
 
 def prepare_dataset(path: Path, *args: str) -> Path:

@@ -286,7 +286,8 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
 
         tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
         # BOS + text + EOS, as the encoder builds each document.
-        lengths = [len(ids) + 2 for ids in tokenizer(texts, add_special_tokens=False).input_ids]
+        ids = tokenizer(texts, add_special_tokens=False, verbose=False).input_ids
+        lengths = [len(doc) + 2 for doc in ids]
         timings["text+tokenizer"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()

@@ -1,0 +1,175 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The pictures behind ``energon-pack analyze --plot``: three questions, one PNG.
+
+1. **How long are my documents?** A histogram over log-spaced bins (a 770k-token document next
+   to thousands of 100-token ones stays readable), the pack size marked, and how many documents
+   and tokens lie beyond it.
+2. **Which buffer do I need?** Simulated fill against ``packing_buffer_size`` (16, 32, ...,
+   log scale), stock packing and carry-over, with the recommended buffer and the user's own
+   buffer marked. Lengths ``[300, 300, 200, 200]`` at pack 512 give 48.8% at buffer 1 and
+   97.7% at buffer 4: the curve rises where documents find partners.
+3. **What does a pack look like?** The first packs the loader emitted, one row per pack, one
+   coloured segment per document (or piece of a split document), padding in grey.
+
+Needs matplotlib (``pip install matplotlib``); :func:`plot_analysis` raises ``ImportError``
+saying so when it is missing.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from energon_pack.algorithms import CarryOver
+from energon_pack.tools._analysis import BUFFER_CANDIDATES, AnalysisResult, recommend_buffer_size
+
+__all__ = ["buffer_fill_curves", "plot_analysis"]
+
+_STOCK, _CARRY, _PACK = "#4c72b0", "#dd8452", "#c44e52"
+
+
+def buffer_fill_curves(
+    result: AnalysisResult, candidates: tuple[int, ...] = BUFFER_CANDIDATES
+) -> dict[str, dict[int, float]]:
+    """Simulated fill per buffer size, ``{"stock": {16: 0.885, ...}, "carry-over": {...}}``.
+
+    Same lengths, pack size, algorithm and over-long policy as ``result``; a curve stops at the
+    first buffer that holds every document (larger ones pack the same).
+    """
+    curves = {}
+    for name, carry in (("stock", None), ("carry-over", CarryOver())):
+        _, sweep = recommend_buffer_size(
+            result.lengths,
+            result.pack_size,
+            target_fill=2.0,  # unreachable: sweep every candidate
+            candidates=candidates,
+            algorithm=result.algorithm,
+            overlong=result.overlong,
+            carry_over=carry,
+        )
+        curves[name] = sweep
+    return curves
+
+
+def _tokens_label(value: float, _: Any = None) -> str:
+    """Axis label: ``_tokens_label(4096) == "4096"``, ``_tokens_label(20000) == "20k"``."""
+    if value >= 10_000:
+        return f"{value / 1000:g}k"
+    return f"{value:g}"
+
+
+def _length_histogram(ax: Any, result: AnalysisResult) -> None:
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter
+
+    lengths = np.asarray(result.lengths)
+    low, high = max(1, int(lengths.min())), max(2, int(lengths.max()))
+    bins = np.logspace(math.log10(low), math.log10(high * 1.01), 40)
+    ax.hist(lengths, bins=bins, color=_STOCK)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(_tokens_label))
+    ax.axvline(result.pack_size, color=_PACK, linestyle="--", linewidth=2)
+    over = lengths > result.pack_size
+    share = lengths[over].sum() / lengths.sum() if lengths.sum() else 0.0
+    ax.text(
+        result.pack_size,
+        0.97,
+        f" pack size {result.pack_size}\n {int(over.sum())} longer ({share:.1%} of tokens)",
+        color=_PACK,
+        transform=ax.get_xaxis_transform(),
+        va="top",
+        fontsize=9,
+    )
+    ax.set_xlabel("document length (tokens, log scale)")
+    ax.set_ylabel("documents")
+    median = int(np.median(lengths))
+    ax.set_title(f"(a) {len(lengths):,} documents: median {median}, max {high:,} tokens")
+
+
+def _fill_against_buffer(ax: Any, result: AnalysisResult) -> None:
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+
+    curves = buffer_fill_curves(result)
+    for (name, sweep), color in zip(curves.items(), (_STOCK, _CARRY)):
+        ax.plot(list(sweep), [100 * f for f in sweep.values()], "o-", color=color, label=name)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sorted({b for s in curves.values() for b in s})))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.axhline(100 * result.target_fill, color="grey", linestyle=":", linewidth=1)
+    ax.text(ax.get_xlim()[0], 100 * result.target_fill, f" target {result.target_fill:.0%}",
+            va="bottom", fontsize=8, color="grey")  # fmt: skip
+    ax.axvline(result.buffer_size, color="black", linestyle=":", linewidth=1)
+    ax.text(result.buffer_size, 0.02, f" your buffer {result.buffer_size}", fontsize=8,
+            transform=ax.get_xaxis_transform())  # fmt: skip
+    best = result.recommended_buffer_size
+    curve = curves["carry-over" if result.carry_over else "stock"]
+    if best is not None and best in curve:
+        y = 100 * curve[best]
+        ax.plot([best], [y], marker="*", markersize=16, color=_PACK, zorder=5)
+        ax.annotate(f"recommended {best}\n({y:.1f}%)", (best, y), textcoords="offset points",
+                    xytext=(8, -28), color=_PACK, fontsize=9)  # fmt: skip
+    ax.set_xlabel("packing_buffer_size (samples per worker, log scale)")
+    ax.set_ylabel("simulated fill (%)")
+    ax.set_title(f"(b) fill against buffer size, pack {result.pack_size}")
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+
+
+def _first_packs(ax: Any, result: AnalysisResult) -> None:
+    import matplotlib
+
+    colors = matplotlib.colormaps["tab20"].colors
+    palette = colors[::2] + colors[1::2]  # ten strong hues, then their light versions
+    packs = result.first_packs
+    for row, docs in enumerate(packs):
+        start = 0
+        for i, n in enumerate(docs):
+            ax.barh(row, n, left=start, color=palette[(row * 3 + i) % len(palette)],
+                    edgecolor="white", linewidth=0.8)  # fmt: skip
+            start += n
+        if start < result.pack_size:
+            ax.barh(row, result.pack_size - start, left=start, color="#eeeeee",
+                    hatch="///", edgecolor="#bbbbbb", linewidth=0)  # fmt: skip
+        ax.text(result.pack_size * 1.005, row, f"{start / result.pack_size:.0%}, {len(docs)}",
+                va="center", fontsize=7)  # fmt: skip
+    ax.set_yticks(range(len(packs)), [str(i + 1) for i in range(len(packs))], fontsize=7)
+    ax.set_ylim(len(packs) - 0.5, -0.5)
+    ax.set_xlim(0, result.pack_size * 1.08)
+    ax.set_xlabel("token position in the pack (grey hatched: padding; right: fill, documents)")
+    ax.set_ylabel("pack")
+    ax.set_title(
+        f"(c) the first {len(packs)} of {result.packs:,} packs: one colour per document, "
+        f"fill {result.fill:.2%} overall"
+    )
+
+
+def plot_analysis(result: AnalysisResult, path: Path | str) -> Path:
+    """Write the three pictures of the module docstring to one PNG at ``path``; return it.
+
+    Raises:
+        ImportError: matplotlib is not installed (the message says ``pip install matplotlib``).
+    """
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ImportError("--plot needs matplotlib: pip install matplotlib") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(13, 10), layout="constrained")
+    grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.3))
+    _length_histogram(fig.add_subplot(grid[0, 0]), result)
+    _fill_against_buffer(fig.add_subplot(grid[0, 1]), result)
+    _first_packs(fig.add_subplot(grid[1, :]), result)
+    fig.suptitle(
+        f"{result.dataset}: pack {result.pack_size}, buffer {result.buffer_size}, "
+        f"{result.algorithm}, overlong={result.overlong}, "
+        f"carry-over {'on' if result.carry_over else 'off'}"
+    )
+    path = Path(path)
+    try:
+        fig.savefig(path, dpi=90)
+    finally:
+        plt.close(fig)
+    return path

@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``analyze --plot``: the fill-against-buffer curves are the simulator's figures, the first
+packs are the loader's, and one PNG holds the three pictures."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from energon_pack.testing import synthetic_texts
+from energon_pack.tools import (
+    analyze_dataset,
+    buffer_fill_curves,
+    make_text_dataset,
+    plot_analysis,
+)
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> object:
+    texts = synthetic_texts(120, seed=5, min_words=1, max_words=40)
+    data = make_text_dataset(tmp_path_factory.mktemp("plots") / "data", texts)
+    return analyze_dataset(data, str(tokenizer_dir), pack_size=32, buffer_size=4)
+
+
+def test_first_packs_are_the_loaders_packs(result) -> None:
+    assert 0 < len(result.first_packs) <= 24
+    # each row's documents sum to that pack's real tokens
+    sums = [sum(docs) / result.pack_size for docs in result.first_packs]
+    assert sums == pytest.approx(result.pack_fills[: len(sums)])
+    assert all(0 < n <= result.pack_size for docs in result.first_packs for n in docs)
+
+
+def test_buffer_fill_curves_hand_worked(result) -> None:
+    # [300, 300, 200, 200] at 512: buffer 1 puts each alone (4 packs, 1000 / 2048); buffer 4
+    # pairs 300 + 200 twice (2 packs, 1000 / 1024). The stock curve stops at buffer 4, which
+    # holds every length.
+    worked = dataclasses.replace(
+        result, lengths=[300, 300, 200, 200], pack_size=512, overlong="split"
+    )
+    curves = buffer_fill_curves(worked, candidates=(1, 4, 8))
+    assert curves["stock"] == {1: 1000 / 2048, 4: 1000 / 1024}
+    assert list(curves["carry-over"]) == [1, 4]
+    assert curves["carry-over"][4] == 1000 / 1024
+
+
+def test_plot_writes_one_png_with_three_pictures(result, tmp_path: Path) -> None:
+    import matplotlib.image
+
+    png = plot_analysis(result, tmp_path / "analysis.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    height, width = matplotlib.image.imread(png).shape[:2]
+    assert (width, height) == (13 * 90, 10 * 90)  # figsize (13, 10) at dpi 90

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Packing algorithms: lengths in, bins of indices out (stdlib + NumPy only).
 
-    >>> from energon_pack.algorithms import pack_lengths, lower_bound
-    >>> pack_lengths([5, 4, 6, 3, 2], 10)
+    >>> from energon_pack.algorithms import PackingSpec, pack_lengths, lower_bound
+    >>> pack_lengths([5, 4, 6, 3, 2], PackingSpec(pack_size=10))
     [[2, 1], [0, 3, 4]]
     >>> lower_bound([5, 4, 6, 3, 2], 10)
     2
@@ -22,15 +22,17 @@ from energon_pack.algorithms._best_fit import best_fit_decreasing
 from energon_pack.algorithms._bounds import lower_bound, martello_toth_l2
 from energon_pack.algorithms._carry_over import CarryOver, CarryOverPlan, plan_carry_over
 from energon_pack.algorithms._first_fit import first_fit, first_fit_decreasing
+from energon_pack.algorithms._lengths import round_up
 from energon_pack.algorithms._next_fit import next_fit
-from energon_pack.algorithms._options import PackOptions, prepare_lengths
-from energon_pack.algorithms._overlong import OverlongPolicy, apply_overlong
-from energon_pack.algorithms._registry import (
-    ALGORITHMS,
-    DEFAULT_ALGORITHM,
-    PackingAlgorithm,
-    pack_lengths,
+from energon_pack.algorithms._overlong import (
+    OverlongCut,
+    OverlongPolicy,
+    OverlongSampleError,
+    apply_overlong,
+    cut_overlong,
 )
+from energon_pack.algorithms._pack import pack_lengths
+from energon_pack.algorithms._registry import ALGORITHMS, DEFAULT_ALGORITHM, PackingAlgorithm
 from energon_pack.algorithms._repair import (
     BUFFER_EFFORT,
     BUFFER_LENGTHS,
@@ -39,12 +41,12 @@ from energon_pack.algorithms._repair import (
     RepairEffort,
     best_fit_decreasing_repair,
     best_fit_decreasing_search,
-    fill_counts,
-    fill_room,
     repair_packs,
 )
 from energon_pack.algorithms._simulate import SimulationResult, simulate
+from energon_pack.algorithms._spec import PackingSpec, as_spec
 from energon_pack.algorithms._step_order import check_step_packs, step_order
+from energon_pack.algorithms._subset_sum import fill_counts, fill_room
 
 __all__ = [
     "ALGORITHMS",
@@ -65,14 +67,18 @@ __all__ = [
     "cost_spread",
     "slowest_rank_loss",
     "CarryOverPlan",
+    "OverlongCut",
     "OverlongPolicy",
+    "OverlongSampleError",
     "SimulationResult",
     "apply_overlong",
+    "as_spec",
+    "cut_overlong",
     "fill_counts",
     "fill_room",
     "plan_carry_over",
     "simulate",
-    "PackOptions",
+    "PackingSpec",
     "PackingAlgorithm",
     "best_fit_decreasing",
     "best_fit_decreasing_repair",
@@ -82,5 +88,5 @@ __all__ = [
     "martello_toth_l2",
     "next_fit",
     "pack_lengths",
-    "prepare_lengths",
+    "round_up",
 ]

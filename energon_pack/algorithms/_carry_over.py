@@ -33,16 +33,13 @@ __all__ = ["CarryOver", "CarryOverPlan", "plan_carry_over"]
 
 @dataclass(frozen=True, kw_only=True)
 class CarryOver:
-    """Carry-over policy.
+    """Carry-over policy (``PackingSpec(carry_over=CarryOver())``; ``None`` there: off)."""
 
-    Attributes:
-        min_fill: Groups filled below this fraction of the capacity may be carried.
-        max_carry_fraction: At most this share of the buffer's samples is carried per call.
-        max_age: A sample carried this many times is emitted whatever its group's fill.
-    """
-
+    #: Groups filled below this fraction of the pack size may be carried.
     min_fill: float = 0.99
+    #: At most this share of the buffer's samples is carried per select call.
     max_carry_fraction: float = 0.5
+    #: A sample carried this many times is emitted whatever its group's fill (0: never carry).
     max_age: int = 8
 
     def __post_init__(self) -> None:

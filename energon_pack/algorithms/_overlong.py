@@ -1,25 +1,46 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What to do with a sample longer than the pack: the over-long policy.
+"""What to do with a sample longer than the pack: the over-long policy, in one place.
 
-The algorithms never cut a sample; the encoder (or ``simulate``) applies this policy first.
-With pack size 4 and lengths ``[9, 3]``:
+The algorithms never cut a sample; the encoder (per document) and ``simulate`` (per length)
+apply this policy first, through the same function, :func:`cut_overlong`, so ``simulate``
+predicts the lengths the encoder produces. With pack size 4 and a 9-token sample:
 
-* ``TRUNCATE``: ``[4, 3]`` (tokens past the pack size are lost),
-* ``SPLIT``: ``[4, 4, 1, 3]`` (chunks of at most the pack size, each its own document),
-* ``DROP``: ``[3]`` (the sample is skipped and counted),
-* ``ERROR``: ``ValueError`` naming the sample.
+* ``TRUNCATE``: pieces ``[(0, 4)]`` (5 tokens lost, counted),
+* ``SPLIT``: ``[(0, 4), (4, 8), (8, 9)]`` (each piece its own document),
+* ``DROP``: ``[]`` (the sample is skipped and counted),
+* ``ERROR``: :class:`OverlongSampleError` naming the sample.
+
+Two facts about a document change the cuts, and the encoder passes them when it has them:
+
+* ``no_cut``: token spans that must stay whole (an image's placeholder tokens). A cut inside
+  one moves back to the span's start: 11 tokens with images at ``[2, 6)`` and ``[8, 10)``,
+  pack 9, SPLIT -> ``[(0, 8), (8, 11)]`` (the cut at 9 would fall inside ``[8, 10)``).
+* ``targets``: the loss mask. Nothing is kept that would train on nothing: a TRUNCATE that keeps
+  no target drops the sample, a SPLIT leaves out pieces without a target (a piece's first token
+  is never predicted), e.g. an SFT prompt longer than the pack.
+
+Without them (``apply_overlong`` on plain lengths) every token is a target and may be cut
+anywhere: the text encoders' case, where ``simulate`` is exact.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from energon_pack.algorithms._options import as_int_lengths
+from energon_pack.algorithms._lengths import as_int_lengths
 
-__all__ = ["OverlongPolicy", "apply_overlong"]
+__all__ = [
+    "OverlongCut",
+    "OverlongPolicy",
+    "OverlongSampleError",
+    "apply_overlong",
+    "cut_lengths",
+    "cut_overlong",
+]
 
 
 class OverlongPolicy(str, enum.Enum):
@@ -31,35 +52,146 @@ class OverlongPolicy(str, enum.Enum):
     ERROR = "error"
 
 
-def apply_overlong(
-    lengths: Sequence[int] | np.ndarray, limit: int, policy: OverlongPolicy | str
-) -> np.ndarray:
-    """Apply ``policy`` to every length above ``limit``; returns a new ``int64`` array.
+class OverlongSampleError(ValueError):
+    """A sample is longer than the pack and the over-long policy does not allow cutting it."""
 
-    ``apply_overlong([9, 3], 4, "split")`` -> ``array([4, 4, 1, 3])``.
+
+@dataclass(frozen=True, kw_only=True)
+class OverlongCut:
+    """What the policy does to one sample (token ranges into it)."""
+
+    #: The kept pieces, ``[start, end)`` token ranges in order (``[]``: the sample is dropped).
+    pieces: list[tuple[int, int]]
+    #: Pieces cut (SPLIT: before target-free ones were left out; otherwise 1, or 0 if dropped).
+    made: int
+    #: Each kept piece's number among the ``made`` ones (the encoder keys piece ``i`` ``"k#i"``).
+    ids: list[int] = field(default_factory=lambda: [0])
+    #: Tokens cut off by TRUNCATE (0 otherwise).
+    lost: int = 0
+    #: Why the whole sample was dropped (``None``: something is kept).
+    dropped: str | None = None
+
+
+def _too_long(name: str, n: int, limit: int, policy: OverlongPolicy, why: str) -> str:
+    return (
+        f"sample {name} has {n} tokens > pack_size={limit} ({why}); over-long policy is "
+        f"{policy.value!r}: choose overlong='truncate', 'split' or 'drop', or raise pack_size."
+    )
+
+
+def _safe_cut(no_cut: np.ndarray, cut: int) -> int:
+    """Move ``cut`` back so that it falls inside no span of ``no_cut``."""
+    for s, e in no_cut:
+        if s < cut < e:
+            cut = int(s)
+    return cut
+
+
+def _any_target(mask: np.ndarray | None, start: int, end: int) -> bool:
+    """Whether tokens ``[start, end)`` hold a target (``mask=None``: every token is one)."""
+    return end > start if mask is None else bool(mask[start:end].any())
+
+
+def _split(n: int, limit: int, no_cut: np.ndarray, name: str) -> list[tuple[int, int]]:
+    pieces: list[tuple[int, int]] = []
+    start = 0
+    while start < n:
+        end = _safe_cut(no_cut, min(start + limit, n))
+        if end <= start:
+            why = f"an image at token {start} is longer"
+            raise OverlongSampleError(_too_long(name, n, limit, OverlongPolicy.SPLIT, why))
+        pieces.append((start, end))
+        start = end
+    return pieces
+
+
+def cut_overlong(
+    length: int,
+    limit: int,
+    policy: OverlongPolicy | str,
+    *,
+    no_cut: np.ndarray | None = None,
+    targets: np.ndarray | None = None,
+    name: str = "?",
+) -> OverlongCut:
+    """The pieces one sample of ``length`` tokens becomes under ``policy`` (see module doc).
+
+    Args:
+        length: Tokens in the sample.
+        limit: The pack size.
+        policy: An :class:`OverlongPolicy` or its value.
+        no_cut: ``(k, 2)`` int spans ``[start, end)`` no cut may fall inside (images).
+        targets: Bool loss mask of the sample (``None``: every token is a target).
+        name: How messages name the sample (its key, or its index).
+
+    ``cut_overlong(9, 4, "split").pieces`` -> ``[(0, 4), (4, 8), (8, 9)]``.
+    """
+    policy = OverlongPolicy(policy)
+    if length <= limit:
+        return OverlongCut(pieces=[(0, length)], made=1)
+    if policy is OverlongPolicy.ERROR:
+        raise OverlongSampleError(_too_long(name, length, limit, policy, "no cutting allowed"))
+    head = f"{length} tokens > pack_size={limit}"
+    if policy is OverlongPolicy.DROP:
+        return OverlongCut(pieces=[], made=0, ids=[], dropped=f"{head} (overlong='drop')")
+    spans = np.zeros((0, 2), np.int64) if no_cut is None else np.asarray(no_cut).reshape(-1, 2)
+    mask = None if targets is None else np.asarray(targets, dtype=bool)
+    if policy is OverlongPolicy.TRUNCATE:
+        cut = _safe_cut(spans, limit)
+        if cut <= 0:
+            why = "its first image alone is too long"
+            raise OverlongSampleError(_too_long(name, length, limit, policy, why))
+        if _any_target(mask, 1, length) and not _any_target(mask, 1, cut):
+            why = (
+                f"{head} and truncation keeps no target token (overlong='truncate'); raise "
+                "pack_size, shorten the prompt, or use overlong='split'"
+            )
+            return OverlongCut(pieces=[], made=0, ids=[], dropped=why)
+        return OverlongCut(pieces=[(0, cut)], made=1, lost=length - cut)
+    pieces = _split(length, limit, spans, name)
+    # Only a loss mask with some targets and some non-targets can leave a piece without one
+    # (a piece's first token is never predicted, hence start + 1).
+    partial = mask is not None and bool(mask[1:].any()) and not bool(mask[1:].all())
+    ids = [i for i, (s, e) in enumerate(pieces) if not partial or _any_target(mask, s + 1, e)]
+    if not ids:
+        why = (
+            f"{head} and no piece of it holds a target token (overlong='split'); raise "
+            "pack_size or shorten the prompt"
+        )
+        return OverlongCut(pieces=[], made=len(pieces), ids=[], dropped=why)
+    return OverlongCut(pieces=[pieces[i] for i in ids], made=len(pieces), ids=ids)
+
+
+def cut_lengths(
+    lengths: Sequence[int] | np.ndarray, limit: int, policy: OverlongPolicy | str
+) -> tuple[np.ndarray, list[OverlongCut]]:
+    """:func:`cut_overlong` on every length (every token a target, no spans).
+
+    Returns the new ``int64`` lengths (pieces in stream order) and the cut of each over-long
+    length, in order: ``cut_lengths([9, 3], 4, "truncate")`` -> ``([4, 3], [cut with lost=5])``.
     """
     policy = OverlongPolicy(policy)
     if limit < 1:
         raise ValueError(f"limit={limit} must be a positive pack size.")
     arr = as_int_lengths(lengths)
-    over = arr > limit
-    if not over.any():
-        return arr.copy()
-    if policy is OverlongPolicy.TRUNCATE:
-        return np.minimum(arr, limit)
-    if policy is OverlongPolicy.DROP:
-        return arr[~over]
-    if policy is OverlongPolicy.ERROR:
-        i = int(np.argmax(over))
-        raise ValueError(
-            f"sample {i} has length {int(arr[i])} > pack size {limit}; choose the over-long "
-            "policy 'truncate', 'split' or 'drop', or raise the pack size."
-        )
-    # SPLIT: n // limit full chunks, then the remainder (if any), in stream order.
-    full = arr // limit
-    rem = arr % limit
-    counts = np.where(over, full + (rem > 0), 1)
-    out = np.full(int(counts.sum()), limit, dtype=np.int64)
-    ends = np.cumsum(counts) - 1
-    out[ends] = np.where(over, np.where(rem > 0, rem, limit), arr)
-    return out
+    parts: list[np.ndarray] = []
+    cuts: list[OverlongCut] = []
+    prev = 0
+    for i in np.flatnonzero(arr > limit).tolist():
+        cuts.append(cut_overlong(int(arr[i]), limit, policy, name=str(i)))
+        pieces = np.array([e - s for s, e in cuts[-1].pieces], dtype=np.int64)
+        parts += [arr[prev:i], pieces]
+        prev = i + 1
+    if not parts:
+        return arr, cuts
+    return np.concatenate([*parts, arr[prev:]]), cuts
+
+
+def apply_overlong(
+    lengths: Sequence[int] | np.ndarray, limit: int, policy: OverlongPolicy | str
+) -> np.ndarray:
+    """The lengths after ``policy`` (see :func:`cut_lengths`); a new ``int64`` array.
+
+    ``apply_overlong([9, 3], 4, "split")`` -> ``array([4, 4, 1, 3])``.
+    """
+    return cut_lengths(lengths, limit, policy)[0]

@@ -15,21 +15,28 @@ Example: 5 samples of length 3, pack size 6, buffer 4: ``select([3, 3, 3, 3])`` 
 after the first one is emitted the buffer refills with sample 4 (``reading=[4]``, 2 pending),
 the second pack leaves the loop wanting more: end of data, ``select([3])``, one last pack.
 3 packs, fill 15 / 18 = 83.3%, per-buffer lower bound ``ceil(12/6) + ceil(3/6) = 3``.
+
+:class:`_BufferModel` holds the two buffers and has one method per step: ``read`` (1), ``select``
+(2), ``emit`` (3) and ``flush`` (4). The lengths first go through the spec's over-long policy
+(:func:`~energon_pack.algorithms.cut_lengths`, the code the encoders use on documents).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from energon_pack.algorithms._carry_over import CarryOver, plan_carry_over
-from energon_pack.algorithms._options import PackOptions, as_int_lengths, prepare_lengths
-from energon_pack.algorithms._overlong import OverlongPolicy, apply_overlong
-from energon_pack.algorithms._registry import DEFAULT_ALGORITHM, pack_lengths
+from energon_pack.algorithms._lengths import as_int_lengths
+from energon_pack.algorithms._overlong import OverlongCut, OverlongPolicy, cut_lengths
+from energon_pack.algorithms._pack import pack_lengths
+from energon_pack.algorithms._spec import PackingSpec, as_spec
 
 __all__ = ["SimulationResult", "simulate"]
 
@@ -42,7 +49,7 @@ class SimulationResult:
     buffer_size: int
     algorithm: str
     overlong: str
-    carry_over: bool
+    carry_over: CarryOver | None  #: the carry-over policy (``None``: stock packing)
     samples_in: int  #: lengths read from the input
     samples_packed: int  #: samples after the over-long policy (split may add, drop removes)
     samples_out: int  #: samples emitted in packs (== samples_packed: nothing is lost)
@@ -64,155 +71,185 @@ class SimulationResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        """A JSON-ready dict (``carry_over`` as a dict of its fields, or ``None``)."""
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["carry_over"] = dataclasses.asdict(self.carry_over) if self.carry_over else None
+        return out
+
+
+@dataclass
+class _Tally:
+    """Running figures of one simulated pass."""
+
+    packs: int = 0
+    tokens: int = 0  #: real tokens emitted
+    samples_out: int = 0
+    lb_packs: int = 0  #: sum over select calls of ceil(emitted slots / pack_size)
+    select_calls: int = 0
+    select_seconds: float = 0.0
+    max_age: int = 0
+    max_wait: int = 0
+
+
+class _BufferModel:
+    """energon's reading buffer and queue of pending packs over one stream of samples.
+
+    ``lengths[i]`` is sample ``i``'s real token count, ``slots[i]`` what it takes in a pack
+    (rounded up to the alignment). Samples are read in index order.
+    """
+
+    def __init__(
+        self, lengths: list[int], slots: list[int], spec: PackingSpec, buffer_size: int
+    ) -> None:
+        self.lengths, self.slots, self.spec, self.buffer_size = lengths, slots, spec, buffer_size
+        self.reading: list[int] = []  #: sample ids waiting to be packed
+        self.age: dict[int, int] = {}  #: sample id -> times carried
+        self.pending: deque[list[int]] = deque()  #: selected packs not yet emitted
+        self.pending_samples = 0
+        self.next = 0  #: the next sample id to read
+        self.tally = _Tally()
+
+    def read(self) -> bool:
+        """Step 1: fill until ``reading + pending == buffer_size``; False at end of data."""
+        while len(self.reading) + self.pending_samples < self.buffer_size:
+            if self.next >= len(self.lengths):
+                return False
+            self.reading.append(self.next)
+            self.next += 1
+        return True
+
+    def select(self, *, final: bool) -> None:
+        """Step 2: pack the reading buffer, queue the groups, keep the carried samples."""
+        buf, spec, tally = self.reading, self.spec, self.tally
+        buf_slots = [self.slots[s] for s in buf]
+        t0 = time.perf_counter()
+        bins = pack_lengths(buf_slots, spec)
+        emit, carry, carry_ages = bins, [], []
+        if spec.carry_over is not None:
+            ages = [self.age.get(s, 0) for s in buf]
+            plan = plan_carry_over(
+                buf_slots, ages, spec.pack_size, bins, spec.carry_over, final=final
+            )
+            emit, carry, carry_ages = plan.emit, plan.carry, plan.carry_ages.tolist()
+        tally.select_seconds += time.perf_counter() - t0
+        tally.select_calls += 1
+        emitted_slots = 0
+        for group in emit:
+            ids = [buf[i] for i in group]
+            self.pending.append(ids)
+            self.pending_samples += len(ids)
+            emitted_slots += sum(self.slots[s] for s in ids)
+        tally.lb_packs += -(-emitted_slots // spec.pack_size)
+        self.reading = [buf[i] for i in carry]
+        for s, a in zip(self.reading, carry_ages):
+            self.age[s] = a
+            tally.max_age = max(tally.max_age, a)
+
+    def emit(self) -> None:
+        """Step 3: one pack out of the queue."""
+        ids = self.pending.popleft()
+        self.pending_samples -= len(ids)
+        tally = self.tally
+        tally.packs += 1
+        tally.samples_out += len(ids)
+        tally.tokens += sum(self.lengths[s] for s in ids)
+        tally.max_wait = max(tally.max_wait, self.next - min(ids))
+
+    def flush(self) -> None:
+        """Step 4, end of data: the queue, then the partial buffer (carry-over emits all)."""
+        while self.pending:
+            self.emit()
+        if self.reading:
+            self.select(final=True)
+        while self.pending:
+            self.emit()
+
+    def run(self) -> _Tally:
+        """Steps 1-4 over the whole stream."""
+        empty_rounds = 0
+        while self.read():
+            if not self.pending:
+                self.select(final=False)
+                if not self.pending:
+                    empty_rounds += 1
+                    if empty_rounds > 100:
+                        raise RuntimeError("selection returned no group 100 times in a row")
+                    continue
+            empty_rounds = 0
+            self.emit()
+        self.flush()
+        return self.tally
+
+
+def _small_buffer_warnings(slots: np.ndarray, pack_size: int, buffer_size: int) -> list[str]:
+    if not slots.size:
+        return []
+    mean = float(slots.sum()) / slots.size
+    per_pack = pack_size / mean
+    if per_pack <= buffer_size:
+        return []
+    return [
+        f"buffer_size={buffer_size} cannot fill a pack: a {pack_size}-token pack needs "
+        f"about {per_pack:.0f} samples of mean length {mean:.0f}; use "
+        f"a buffer of at least {int(np.ceil(per_pack)) * 4} samples."
+    ]
+
+
+def _overlong_counts(cuts: list[OverlongCut], policy: OverlongPolicy) -> dict[str, int]:
+    kept = [c for c in cuts if c.pieces]
+    return {
+        "dropped_overlong": len(cuts) - len(kept),
+        "truncated_overlong": len(kept) if policy is OverlongPolicy.TRUNCATE else 0,
+        "truncated_tokens": sum(c.lost for c in kept),
+        "split_overlong": len(kept) if policy is OverlongPolicy.SPLIT else 0,
+    }
 
 
 def simulate(
     lengths: Sequence[int] | np.ndarray,
-    pack_size: int,
+    spec: PackingSpec | int,
     buffer_size: int,
-    *,
-    algorithm: str = DEFAULT_ALGORITHM,
-    overlong: OverlongPolicy | str = OverlongPolicy.SPLIT,
-    carry_over: CarryOver | None = None,
-    max_samples_per_pack: int | None = None,
-    alignment: int = 1,
+    **spec_fields: Any,
 ) -> SimulationResult:
-    """Simulate energon's packing buffer over ``lengths`` (see the module docstring)."""
+    """Simulate energon's packing buffer over ``lengths`` (see the module docstring).
+
+    Args:
+        lengths: Token length of each sample, in reading order (before the over-long policy).
+        spec: The :class:`PackingSpec`; or the pack size with the other fields as keywords.
+        buffer_size: energon's ``packing_buffer_size``.
+        spec_fields: :class:`PackingSpec` fields replacing the spec's.
+    """
+    spec = as_spec(spec, **spec_fields)
     if buffer_size < 1:
         raise ValueError(f"buffer_size={buffer_size} must be >= 1 (packing_buffer_size).")
-    if pack_size < 1:
-        raise ValueError(f"pack_size={pack_size} must be a positive number of tokens.")
-    PackOptions(max_samples_per_pack=max_samples_per_pack, alignment=alignment)  # validates
-    if alignment > pack_size:
-        raise ValueError(
-            f"alignment={alignment} exceeds pack_size={pack_size}: no sample fits; use an "
-            "alignment that divides the pack size."
-        )
     raw = as_int_lengths(lengths)
     if raw.size and int(raw.min()) <= 0:
         i = int(np.argmin(raw))
         raise ValueError(f"length #{i} is {int(raw[i])}: lengths must be positive token counts.")
-    policy = OverlongPolicy(overlong)
-    limit = pack_size - pack_size % alignment  # the longest length that fits once aligned
-    lens = apply_overlong(raw, limit, policy)
-    over = raw[raw > limit]
-    dropped = int(over.size) if policy is OverlongPolicy.DROP else 0
-    truncated = int(over.size) if policy is OverlongPolicy.TRUNCATE else 0
-    truncated_tokens = int((over - limit).sum()) if truncated else 0
-    split = int(over.size) if policy is OverlongPolicy.SPLIT else 0
-    packed_lens = prepare_lengths(lens, pack_size, alignment)  # validates, aligns
-    lens_list = lens.tolist()
-    packed_list = packed_lens.tolist()
-    n = len(lens_list)
-
-    reading: list[int] = []
-    age: dict[int, int] = {}
-    pending: deque[list[int]] = deque()
-    pending_samples = 0
-    src = 0
-    packs = tokens = samples_out = lb_packs = select_calls = 0
-    max_age = max_wait = 0
-    select_seconds = 0.0
-    empty_rounds = 0
-
-    def select(final: bool) -> None:
-        nonlocal reading, pending_samples, lb_packs, select_calls, select_seconds, max_age
-        buf = reading
-        buf_lens = [packed_list[s] for s in buf]
-        t0 = time.perf_counter()
-        bins = pack_lengths(
-            buf_lens, pack_size, algorithm=algorithm, max_samples_per_pack=max_samples_per_pack
-        )
-        if carry_over is not None:
-            ages = [age.get(s, 0) for s in buf]
-            plan = plan_carry_over(buf_lens, ages, pack_size, bins, carry_over, final=final)
-            emit, carry, carry_ages = plan.emit, plan.carry, plan.carry_ages.tolist()
-        else:
-            emit, carry, carry_ages = bins, [], []
-        select_seconds += time.perf_counter() - t0
-        select_calls += 1
-        emitted_tokens = 0
-        for group in emit:
-            ids = [buf[i] for i in group]
-            pending.append(ids)
-            pending_samples += len(ids)
-            emitted_tokens += sum(packed_list[s] for s in ids)
-        lb_packs += -(-emitted_tokens // pack_size)
-        reading = [buf[i] for i in carry]
-        for s, a in zip(reading, carry_ages):
-            age[s] = a
-            max_age = max(max_age, a)
-
-    def emit_one() -> None:
-        nonlocal pending_samples, packs, tokens, samples_out, max_wait
-        ids = pending.popleft()
-        pending_samples -= len(ids)
-        packs += 1
-        samples_out += len(ids)
-        tokens += sum(lens_list[s] for s in ids)
-        max_wait = max(max_wait, src - min(ids))
-
-    while True:
-        exhausted = False
-        while len(reading) + pending_samples < buffer_size:
-            if src >= n:
-                exhausted = True
-                break
-            reading.append(src)
-            src += 1
-        if exhausted:
-            break
-        if not pending:
-            select(final=False)
-            if not pending:
-                empty_rounds += 1
-                if empty_rounds > 100:
-                    raise RuntimeError("selection returned no group 100 times in a row")
-                continue
-        empty_rounds = 0
-        emit_one()
-    while pending:
-        emit_one()
-    if reading:
-        select(final=True)
-    while pending:
-        emit_one()
-
-    total = int(sum(lens_list))
-    warnings: list[str] = []
-    if n:
-        per_pack = pack_size / (sum(packed_list) / n)
-        if per_pack > buffer_size:
-            warnings.append(
-                f"buffer_size={buffer_size} cannot fill a pack: a {pack_size}-token pack needs "
-                f"about {per_pack:.0f} samples of mean length {sum(packed_list) / n:.0f}; use "
-                f"a buffer of at least {int(np.ceil(per_pack)) * 4} samples."
-            )
-    slots = packs * pack_size
+    lens, cuts = cut_lengths(raw, spec.pack_size, spec.overlong)
+    slots = spec.slot_lengths(lens)
+    tally = _BufferModel(lens.tolist(), slots.tolist(), spec, buffer_size).run()
+    total, size, packs = int(lens.sum()), spec.pack_size, tally.packs
     return SimulationResult(
-        pack_size=pack_size,
+        pack_size=size,
         buffer_size=buffer_size,
-        algorithm=algorithm,
-        overlong=policy.value,
-        carry_over=carry_over is not None,
+        algorithm=spec.algorithm,
+        overlong=spec.overlong.value,
+        carry_over=spec.carry_over,
         samples_in=int(raw.size),
-        samples_packed=n,
-        samples_out=samples_out,
-        dropped_overlong=dropped,
-        truncated_overlong=truncated,
-        truncated_tokens=truncated_tokens,
-        split_overlong=split,
+        samples_packed=int(lens.size),
+        samples_out=tally.samples_out,
+        **_overlong_counts(cuts, spec.overlong),
         packs=packs,
-        tokens=tokens,
-        fill=tokens / slots if slots else 0.0,
-        lower_bound_packs=lb_packs,
-        lower_bound_fill=tokens / (lb_packs * pack_size) if lb_packs else 0.0,
-        global_lower_bound_packs=-(-total // pack_size),
-        mean_samples_per_pack=samples_out / packs if packs else 0.0,
-        select_calls=select_calls,
-        select_seconds=select_seconds,
-        max_age=max_age,
-        max_wait_samples=max_wait,
-        warnings=warnings,
+        tokens=tally.tokens,
+        fill=tally.tokens / (packs * size) if packs else 0.0,
+        lower_bound_packs=tally.lb_packs,
+        lower_bound_fill=tally.tokens / (tally.lb_packs * size) if tally.lb_packs else 0.0,
+        global_lower_bound_packs=-(-total // size),
+        mean_samples_per_pack=tally.samples_out / packs if packs else 0.0,
+        select_calls=tally.select_calls,
+        select_seconds=tally.select_seconds,
+        max_age=tally.max_age,
+        max_wait_samples=tally.max_wait,
+        warnings=_small_buffer_warnings(slots, size, buffer_size),
     )

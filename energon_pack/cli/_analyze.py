@@ -9,11 +9,12 @@ the smallest buffer that reaches 99% fill::
     fill                88.53%   (simulate 88.53%, bound 100.00%)
     packs               715   (324,083 tokens)
     ...
+    carry-over          97.83% at buffer 16 with --carry-over (simulated; 88.53% without)
     recommended buffer  256 (simulated fill 99.21% >= 99.00%)
-    with --carry-over   97.83% at this buffer
 
 ``--json`` prints one object (``fill``, ``packs``, ``tokens``, ``samples_in``, ``samples_out``,
-...); ``--plot FILE.png`` writes the length histogram and the fill distribution (matplotlib).
+...); ``--plot FILE.png`` then writes three pictures (lengths, fill against buffer size, the
+first packs; matplotlib), and a failed plot is a warning after the report.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from pathlib import Path
 
 import click
 
-from energon_pack.algorithms import CarryOver
-from energon_pack.cli._options import carry_over_option, packing_options
+from energon_pack.algorithms import PackingSpec
+from energon_pack.cli._errors import os_error
+from energon_pack.cli._options import buffer_size_option, spec_options
 
 
 @click.command(name="analyze")
@@ -38,24 +40,21 @@ from energon_pack.cli._options import carry_over_option, packing_options
     required=True,
     help="Local transformers tokenizer directory.",
 )
-@packing_options(overlong_help="What to do with documents longer than the pack.")
-@carry_over_option
+@spec_options
+@buffer_size_option
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Read only N samples.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option(
     "--plot",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write a PNG with the length histogram and the fill distribution.",
+    help="Also write a PNG: length histogram, fill against buffer size, the first packs.",
 )
 def command(
     dataset: Path,
     tokenizer: Path,
-    pack_size: int,
+    spec: PackingSpec,
     buffer_size: int,
-    algorithm: str,
-    carry_over: bool,
-    overlong: str,
     limit: int | None,
     as_json: bool,
     plot: Path | None,
@@ -63,35 +62,41 @@ def command(
     """Pack one epoch of DATASET with the LLM encoder and report fill and a buffer size."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from energon_pack.tools import analyze_dataset, plot_analysis
+    from energon_pack.tools import analyze_dataset, check_dataset, plot_analysis
 
     try:
+        check_dataset(dataset)
         # energon prints shard slices to stdout; keep stdout for the report (and --json).
         with contextlib.redirect_stdout(sys.stderr):
             result = analyze_dataset(
                 dataset,
                 str(tokenizer),
-                pack_size=pack_size,
+                pack_size=spec.pack_size,
+                algorithm=spec.algorithm,
+                overlong=spec.overlong,
+                carry_over=spec.carry_over,
                 buffer_size=buffer_size,
-                algorithm=algorithm,
-                overlong=overlong,
-                carry_over=CarryOver() if carry_over else None,
                 limit=limit,
                 progress=not as_json,
             )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    except OSError as exc:  # e.g. a shard deleted or unreadable while reading
+        raise os_error(exc, "read", dataset) from exc
     if result.packs == 0:
         raise click.ClickException(
             f"{dataset}: no packs came out (every sample empty or dropped); check the dataset "
             "with `energon info` and the --overlong policy."
         )
-    if plot is not None:
-        plot_analysis(result, plot)
     if as_json:
         click.echo(json.dumps(result.to_dict()))
-        return
-    for line in result.lines():
-        click.echo(line)
-    if plot is not None:
-        click.echo(f"{'plot':<19} {plot}")
+    else:
+        for line in result.lines():
+            click.echo(line)
+    if plot is not None:  # after the report: a failed picture must not cost the figures
+        try:
+            plot_analysis(result, plot)
+        except Exception as exc:  # any failure here is only a warning
+            click.echo(f"warning: no plot written to {plot}: {exc}", err=True)
+        else:
+            click.echo(f"{'plot':<19} {plot}", err=as_json)

@@ -4,7 +4,7 @@
 Streams the lengths through energon's packing buffer with the same code the loader uses
 (:func:`energon_pack.algorithms.simulate`) and prints fill, packs and the per-buffer bound::
 
-    $ energon-pack simulate lengths.txt --pack-size 4096 --buffer-size 256
+    $ energon-pack simulate lengths.txt --pack-size 4096 --buffer-size 256 --overlong split
     fill                 98.93%   (per-buffer bound 99.27%)
     packs                6784     (per-buffer bound 6761)
     ...
@@ -20,8 +20,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from energon_pack.algorithms import CarryOver, simulate
-from energon_pack.cli._options import carry_over_option, packing_options
+from energon_pack.algorithms import PackingSpec, simulate
+from energon_pack.cli._options import buffer_size_option, spec_options
 
 
 def load_lengths(path: Path) -> np.ndarray:
@@ -52,48 +52,14 @@ def load_lengths(path: Path) -> np.ndarray:
 
 @click.command(name="simulate")
 @click.argument("lengths_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@packing_options(overlong_help="What to do with samples longer than the pack.")
-@click.option("--max-samples-per-pack", type=click.IntRange(min=1), default=None)
-@click.option("--alignment", type=click.IntRange(min=1), default=1, show_default=True)
-@carry_over_option
-@click.option("--min-fill", type=float, default=CarryOver.min_fill, show_default=True)
-@click.option(
-    "--max-carry-fraction", type=float, default=CarryOver.max_carry_fraction, show_default=True
-)
-@click.option("--max-age", type=click.IntRange(min=0), default=CarryOver.max_age, show_default=True)
+@spec_options
+@buffer_size_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(
-    lengths_file: Path,
-    pack_size: int,
-    buffer_size: int,
-    algorithm: str,
-    overlong: str,
-    max_samples_per_pack: int | None,
-    alignment: int,
-    carry_over: bool,
-    min_fill: float,
-    max_carry_fraction: float,
-    max_age: int,
-    as_json: bool,
-) -> None:
+def command(lengths_file: Path, spec: PackingSpec, buffer_size: int, as_json: bool) -> None:
     """Simulate packing LENGTHS_FILE (one integer per line, or .npy) through energon's buffer."""
     lengths = load_lengths(lengths_file)
     try:
-        config = (
-            CarryOver(min_fill=min_fill, max_carry_fraction=max_carry_fraction, max_age=max_age)
-            if carry_over
-            else None
-        )
-        result = simulate(
-            lengths,
-            pack_size,
-            buffer_size,
-            algorithm=algorithm,
-            overlong=overlong,
-            carry_over=config,
-            max_samples_per_pack=max_samples_per_pack,
-            alignment=alignment,
-        )
+        result = simulate(lengths, spec, buffer_size)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     for w in result.warnings:
@@ -103,7 +69,7 @@ def command(
         return
     r = result
     rows = [
-        ("algorithm", f"{r.algorithm} (overlong={r.overlong}, carry_over={r.carry_over})"),
+        ("algorithm", f"{r.algorithm} (overlong={r.overlong}, carry_over={r.carry_over or 'off'})"),
         ("fill", f"{r.fill:.2%}   (per-buffer bound {r.lower_bound_fill:.2%})"),
         (
             "packs",

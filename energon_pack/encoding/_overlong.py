@@ -1,9 +1,11 @@
-# SPDX-License-Identifier: Apache-2.0
 """Apply the over-long policy to one encoded document (in ``encode_sample``, never later).
 
 A document longer than the pack cannot be packed. :func:`apply_overlong_policy` turns one
 :class:`~energon_pack.samples.EncodedSample` into the list of documents that go into the packing
-buffer. With pack size 4 and a sample ``"k"`` of tokens ``[a b c d e f g h i]``:
+buffer. The cuts come from :func:`energon_pack.algorithms.cut_overlong`, the function
+``simulate`` applies to plain lengths, given the document's image spans (``no_cut``) and loss
+mask (``targets``); this module only slices documents and counts. With pack size 4 and a sample
+``"k"`` of tokens ``[a b c d e f g h i]``:
 
 * ``TRUNCATE``: ``["k": a b c d]`` (5 tokens counted in ``stats.truncated_tokens``);
 * ``SPLIT``: ``["k#0": a b c d] ["k#1": e f g h] ["k#2": i]``, each its own document: the
@@ -35,14 +37,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from energon_pack.algorithms import OverlongPolicy
+from energon_pack.algorithms import OverlongPolicy, OverlongSampleError, cut_overlong
 from energon_pack.encoding._stats import PackingStats
 
 __all__ = ["OverlongSampleError", "apply_overlong_policy", "slice_document"]
-
-
-class OverlongSampleError(ValueError):
-    """A sample is longer than the pack and the over-long policy does not allow cutting it."""
 
 
 def _spans(doc: Any) -> np.ndarray:
@@ -50,14 +48,6 @@ def _spans(doc: Any) -> np.ndarray:
     if spans is None or len(spans) == 0:
         return np.zeros((0, 2), dtype=np.int64)
     return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-
-
-def _safe_cut(spans: np.ndarray, start: int, cut: int) -> int:
-    """Move ``cut`` back so that it falls on no image span interior (``start < cut``)."""
-    for s, e in spans:
-        if s < cut < e:
-            cut = int(s)
-    return cut
 
 
 def slice_document(doc: Any, start: int, end: int, *, key: str) -> Any:
@@ -89,14 +79,6 @@ def slice_document(doc: Any, start: int, end: int, *, key: str) -> Any:
     return dataclasses.replace(doc, **changes)
 
 
-def _too_long_error(key: str, n: int, pack_size: int, policy: OverlongPolicy, why: str) -> str:
-    return (
-        f"sample {key!r} has {n} tokens > pack_size={pack_size} ({why}); "
-        f"over-long policy is {policy.value!r}: choose overlong='truncate', 'split' or 'drop', "
-        "or raise pack_size."
-    )
-
-
 def apply_overlong_policy(
     doc: Any, pack_size: int, policy: OverlongPolicy | str, stats: PackingStats
 ) -> list[Any]:
@@ -106,57 +88,18 @@ def apply_overlong_policy(
     key = doc.__key__
     if n <= pack_size:
         return [doc]
-    if policy is OverlongPolicy.ERROR:
-        raise OverlongSampleError(_too_long_error(key, n, pack_size, policy, "no cutting allowed"))
-    if policy is OverlongPolicy.DROP:
-        stats.record_drop(key, f"{n} tokens > pack_size={pack_size} (overlong='drop')")
+    targets = torch.as_tensor(doc.loss_mask).cpu().numpy()
+    cut = cut_overlong(n, pack_size, policy, no_cut=_spans(doc), targets=targets, name=repr(key))
+    if cut.dropped is not None:
+        stats.record_drop(key, cut.dropped)
         return []
-    spans = _spans(doc)
     if policy is OverlongPolicy.TRUNCATE:
-        cut = _safe_cut(spans, 0, pack_size)
-        if cut <= 0:
-            raise OverlongSampleError(
-                _too_long_error(key, n, pack_size, policy, "its first image alone is too long")
-            )
-        mask = torch.as_tensor(doc.loss_mask)
-        if bool(mask[1:].any()) and not bool(mask[1:cut].any()):
-            # E.g. an SFT prompt longer than the pack: what is kept would train on nothing.
-            stats.record_drop(
-                key,
-                f"{n} tokens > pack_size={pack_size} and truncation keeps no target token "
-                "(overlong='truncate'); raise pack_size, shorten the prompt, or use "
-                "overlong='split'",
-            )
-            return []
-        stats.record_truncation(key, n - cut, pack_size)
-        return [slice_document(doc, 0, cut, key=key)]
-    # SPLIT
-    pieces: list[Any] = []
-    start = 0
-    while start < n:
-        end = _safe_cut(spans, start, min(start + pack_size, n))
-        if end <= start:
-            raise OverlongSampleError(
-                _too_long_error(key, n, pack_size, policy, f"an image at token {start} is longer")
-            )
-        pieces.append(slice_document(doc, start, end, key=f"{key}#{len(pieces)}"))
-        start = end
-    mask = torch.as_tensor(doc.loss_mask)
-    if bool(mask[1:].any()) and not bool(mask[1:].all()):
-        # Leave out the pieces without a target (a piece's first token is never predicted),
-        # e.g. an SFT prompt's first pack-size chunk. Text (every token a target) keeps all.
-        kept = [p for p in pieces if bool(torch.as_tensor(p.loss_mask)[1:].any())]
-        if not kept:
-            stats.record_drop(
-                key,
-                f"{n} tokens > pack_size={pack_size} and no piece of it holds a target token "
-                "(overlong='split'); raise pack_size or shorten the prompt",
-            )
-            return []
-    else:
-        kept = pieces
+        ((start, end),) = cut.pieces
+        stats.record_truncation(key, cut.lost, pack_size)
+        return [slice_document(doc, start, end, key=key)]
     stats.split += 1
-    stats.split_pieces += len(pieces)
-    if len(kept) < len(pieces):
-        stats.record_dropped_pieces(key, len(pieces) - len(kept))
-    return kept
+    stats.split_pieces += cut.made
+    if len(cut.pieces) < cut.made:
+        stats.record_dropped_pieces(key, cut.made - len(cut.pieces))
+    # A left-out piece leaves a gap in the keys: the others keep their number among the cuts.
+    return [slice_document(doc, s, e, key=f"{key}#{i}") for i, (s, e) in zip(cut.ids, cut.pieces)]

@@ -10,10 +10,11 @@ the rest of energon's packing hooks and follows the rules packing needs on energ
 2. ``select_samples_to_pack``: measures ``len(tokens)`` and calls
    :func:`energon_pack.algorithms.pack_lengths` with the configured algorithm. It only partitions:
    the same objects come back, each exactly once, deterministically (no randomness).
-3. ``pack_selected_samples`` (stateless): :func:`energon_pack.samples.pack_documents`, then
+3. ``pack_selected_samples`` (stateless): ``pack_type.from_documents`` (the pack type, e.g.
+   :class:`~energon_pack.samples.PackedTextSample`, builds itself), then
    :meth:`finalize_pack` (a hook for task-specific fields). Sets ``__key__`` (member keys joined
    by ``","``), ``__subflavors__``, ``__sources__`` and ``sample_keys``; energon sets the restore key.
-4. ``batch`` (stateless): :func:`energon_pack.samples.collate_packs`, rows padded to ``pack_size``.
+4. ``batch`` (stateless): ``batch_type.from_packs``, rows padded to ``pack_size``.
 
 Worked example, ``pack_size=8``, buffer of documents ``a:5 b:3 c:6 d:2`` and the
 ``first_fit_decreasing`` algorithm: bins ``[[c, d], [a, b]]`` -> packs ``"c,d"`` and ``"a,b"``,
@@ -28,18 +29,11 @@ import dataclasses
 import math
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from megatron.energon import TaskEncoder, stateless
 
-from energon_pack.algorithms import (
-    ALGORITHMS,
-    DEFAULT_ALGORITHM,
-    CarryOver,
-    OverlongPolicy,
-    check_step_packs,
-    pack_lengths,
-)
+from energon_pack.algorithms import PackingSpec, pack_lengths
 from energon_pack.encoding import (
     PackingStats,
     SeedSource,
@@ -48,7 +42,7 @@ from energon_pack.encoding import (
     seeded_stateless,
     warn_if_buffer_too_small,
 )
-from energon_pack.samples import EncodedSample, PackedTextSample, collate_packs, pack_documents
+from energon_pack.samples import EncodedSample, PackedTextBatch, PackedTextSample
 
 __all__ = ["PackingConfig", "PackingTaskEncoder"]
 
@@ -56,88 +50,58 @@ T_sample = TypeVar("T_sample")
 
 
 @dataclass(frozen=True, kw_only=True)
-class PackingConfig:
-    """How documents are packed; validated at construction.
+class PackingConfig(PackingSpec):
+    """A :class:`~energon_pack.algorithms.PackingSpec` plus what only the encoders need.
 
-    Attributes:
-        pack_size: Tokens per pack (every document is at most this long after the policy).
-        algorithm: A key of :data:`energon_pack.algorithms.ALGORITHMS`.
-        max_samples_per_pack: At most this many documents per pack (``None``: no cap).
-        alignment: Pad each document to a multiple of this (``2 * CP`` for context parallelism);
-            ``pack_size`` must be a multiple of it.
-        overlong: What to do with a document longer than ``pack_size`` (an
-            :class:`~energon_pack.algorithms.OverlongPolicy` or its string value).
-        pad_token_id: Token id used to pad documents (alignment) and batch rows.
-        log_every: Log a stats summary every this many packs per process (0: never).
-        carry_over: Put under-filled groups back into the reading buffer instead of emitting
-            them (:mod:`energon_pack.wrappers`); ``None``: stock energon packing.
-        step_packs: Packs one data-parallel rank trains on per optimizer step (micro-batch size
-            x gradient accumulation steps): each buffer's packs are emitted in an order where
-            any ``step_packs`` consecutive ones cost about the same under ``CostModel()``, so
-            that ranks finish their steps together (:func:`energon_pack.algorithms.step_order`;
-            same packs, same fill). ``None``: the algorithm's order.
+    Every packing knob (``pack_size``, ``algorithm``, ``max_samples_per_pack``, ``alignment``,
+    ``overlong``, ``carry_over``, ``step_packs``) is the spec's, with its defaults and its
+    validation: ``PackingConfig(pack_size=4096, overlong="split", pad_token_id=0)``.
     """
 
-    pack_size: int
-    algorithm: str = DEFAULT_ALGORITHM
-    max_samples_per_pack: int | None = None
-    alignment: int = 1
-    overlong: OverlongPolicy = OverlongPolicy.TRUNCATE
+    #: Token id used to pad documents (alignment) and batch rows.
     pad_token_id: int = 0
+    #: Log a stats summary every this many packs per process (0: never).
     log_every: int = 1000
-    carry_over: CarryOver | None = None
-    step_packs: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.pack_size, int) or self.pack_size < 1:
-            raise ValueError(f"pack_size={self.pack_size!r} must be a positive int (tokens).")
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(
-                f"algorithm={self.algorithm!r} is not registered; choose one of "
-                f"{sorted(ALGORITHMS)}."
-            )
-        if self.max_samples_per_pack is not None and self.max_samples_per_pack < 1:
-            raise ValueError(f"max_samples_per_pack={self.max_samples_per_pack} must be >= 1.")
-        if self.alignment < 1 or self.pack_size % self.alignment:
-            raise ValueError(
-                f"alignment={self.alignment} must be >= 1 and divide pack_size={self.pack_size}."
-            )
-        try:
-            object.__setattr__(self, "overlong", OverlongPolicy(self.overlong))
-        except ValueError:
-            raise ValueError(
-                f"overlong={self.overlong!r}; choose one of {[p.value for p in OverlongPolicy]}."
-            ) from None
+        super().__post_init__()
         if self.log_every < 0:
-            raise ValueError(f"log_every={self.log_every} must be >= 0.")
-        if self.step_packs is not None:
-            check_step_packs(self.step_packs)
+            raise ValueError(f"log_every={self.log_every} must be >= 0 (0: never log).")
+
+    @classmethod
+    def from_spec(cls, spec: PackingSpec, **fields: Any) -> PackingConfig:
+        """``spec``'s knobs plus the encoder-only ``fields`` (``pad_token_id``, ``log_every``)."""
+        knobs = {f.name: getattr(spec, f.name) for f in dataclasses.fields(PackingSpec)}
+        return cls(**knobs, **fields)
 
 
 class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic[T_sample]):
     """Generic packing task encoder; subclasses implement :meth:`encode_document`.
 
     Args:
-        config: A :class:`PackingConfig`; or pass its fields as keyword arguments
-            (``PackingTaskEncoder(pack_size=4096, algorithm="first_fit_decreasing")``).
+        config: A :class:`PackingConfig` (or a :class:`~energon_pack.algorithms.PackingSpec`,
+            e.g. the one ``energon-pack simulate`` was run with); or pass its fields as keyword
+            arguments (``PackingTaskEncoder(pack_size=4096, overlong="split")``).
 
     Attributes:
         config: The packing configuration.
         stats: :class:`~energon_pack.encoding.PackingStats` of this process.
     """
 
-    #: Forwarded to ``pack_documents``: build mRoPE positions (captioning only).
-    mrope: bool = False
-    #: Forwarded to ``pack_documents``: the vision tower's spatial merge size.
-    spatial_merge_size: int = 2
+    #: The pack type ``pack_selected_samples`` builds (``from_documents``); one per modality.
+    pack_type: ClassVar[type[PackedTextSample]] = PackedTextSample
+    #: The batch type ``batch`` builds (``from_packs``); one per modality.
+    batch_type: ClassVar[type[PackedTextBatch]] = PackedTextBatch
 
-    def __init__(self, config: PackingConfig | None = None, **config_fields: Any) -> None:
+    def __init__(self, config: PackingSpec | None = None, **config_fields: Any) -> None:
         if config is None:
-            config = PackingConfig(**config_fields)
-        elif config_fields:
-            config = dataclasses.replace(config, **config_fields)
-        self.config = config
-        self.stats = PackingStats(log_every=config.log_every)
+            cfg = PackingConfig(**config_fields)
+        elif not isinstance(config, PackingConfig):  # a bare PackingSpec
+            cfg = PackingConfig.from_spec(config, **config_fields)
+        else:
+            cfg = dataclasses.replace(config, **config_fields)
+        self.config = cfg
+        self.stats = PackingStats(log_every=cfg.log_every)
         # Set by build_batch for stock packing (no carry-over): the buffer size to check.
         self._stock_buffer_size: float = math.inf
         self._warned_small_buffer = False
@@ -192,25 +156,17 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
             self._warned_small_buffer = warn_if_buffer_too_small(
                 lengths, self.config.pack_size, len(samples)
             )
-        bins = pack_lengths(
-            lengths,
-            self.config.pack_size,
-            algorithm=self.config.algorithm,
-            max_samples_per_pack=self.config.max_samples_per_pack,
-            alignment=self.config.alignment,
-            step_packs=self.config.step_packs,
-        )
+        bins = pack_lengths(lengths, self.config)
         return [[samples[i] for i in b] for b in bins]
 
     @stateless
     def pack_selected_samples(self, samples: list[EncodedSample]) -> PackedTextSample:
-        """Concatenate the selected documents into one pack (see ``pack_documents``)."""
-        pack = pack_documents(
+        """Concatenate the selected documents into one ``pack_type`` pack."""
+        pack = self.pack_type.from_documents(
             samples,
             alignment=self.config.alignment,
             pad_token_id=self.config.pad_token_id,
-            mrope=self.mrope,
-            spatial_merge_size=self.spatial_merge_size,
+            **self.pack_options(),
         )
         pack = self.finalize_pack(pack, samples)
         self.stats.record_pack(doc_lengths=pack.doc_lengths, capacity=self.config.pack_size)
@@ -225,10 +181,13 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         """
         return pack
 
+    def pack_options(self) -> dict[str, Any]:
+        """The modality's options of ``pack_type.from_documents`` (default: none)."""
+        return {}
+
     def packed_length(self, sample: EncodedSample) -> int:
         """Pack slots a document occupies: its length rounded up to the alignment."""
-        alignment = self.config.alignment
-        return -(-len(sample.tokens) // alignment) * alignment
+        return self.config.slots(len(sample.tokens))
 
     def build_batch(
         self,
@@ -279,8 +238,8 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
     @stateless
     def batch(self, samples: list[PackedTextSample]) -> Any:
-        """Collate packs into a batch with rows padded to ``pack_size``."""
-        return collate_packs(
+        """Collate packs into a ``batch_type`` batch with rows padded to ``pack_size``."""
+        return self.batch_type.from_packs(
             samples, pad_to=self.config.pack_size, pad_token_id=self.config.pad_token_id
         )
 

@@ -15,7 +15,7 @@ def test_overlong_policies() -> None:
     assert apply_overlong([8, 3], 4, OverlongPolicy.SPLIT).tolist() == [4, 4, 3]
     assert apply_overlong([9, 3], 4, "truncate").tolist() == [4, 3]
     assert apply_overlong([9, 3], 4, "drop").tolist() == [3]
-    with pytest.raises(ValueError, match="sample 0 has length 9"):
+    with pytest.raises(ValueError, match="sample 0 has 9 tokens > pack_size=4"):
         apply_overlong([9, 3], 4, "error")
     with pytest.raises(ValueError):
         apply_overlong([9], 4, "shorten")

@@ -85,12 +85,12 @@ def test_empty_input_gives_no_packs() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"lengths": [11], "capacity": 10}, "exceeds capacity=10"),
+        ({"lengths": [11], "capacity": 10}, "exceeds pack_size=10"),
         ({"lengths": [9], "capacity": 10, "alignment": 4}, "alignment=4"),
-        ({"lengths": [3], "capacity": 0}, "capacity=0"),
+        ({"lengths": [3], "capacity": 0}, "pack_size=0"),
         ({"lengths": [3, 0], "capacity": 10}, r"lengths\[1\]=0"),
         ({"lengths": [3, -2], "capacity": 10}, "not positive"),
-        ({"lengths": [3], "capacity": 10, "algorithm": "magic"}, "Unknown packing algorithm"),
+        ({"lengths": [3], "capacity": 10, "algorithm": "magic"}, "not registered"),
         ({"lengths": [3], "capacity": 10, "max_samples_per_pack": 0}, "max_samples_per_pack"),
         ({"lengths": [3], "capacity": 10, "alignment": 0}, "alignment=0"),
     ],

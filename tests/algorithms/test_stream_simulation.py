@@ -30,7 +30,7 @@ def test_overlong_split_and_drop_counts() -> None:
     assert (r.samples_in, r.samples_packed, r.samples_out, r.tokens) == (2, 4, 4, 12)
     r = simulate([9, 3], 4, 8, overlong="drop")
     assert (r.samples_packed, r.dropped_overlong, r.tokens) == (1, 1, 3)
-    with pytest.raises(ValueError, match="pack size 4"):
+    with pytest.raises(ValueError, match="pack_size=4"):
         simulate([9, 3], 4, 8, overlong="error")
 
 
@@ -83,4 +83,4 @@ def test_non_integer_lengths_are_rejected_not_rounded() -> None:
 )
 def test_bad_settings_are_named_before_the_overlong_policy_runs(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        simulate([3], buffer_size=4, overlong="error", **kwargs)
+        simulate([3], kwargs.pop("pack_size"), 4, overlong="error", **kwargs)

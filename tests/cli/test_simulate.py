@@ -73,7 +73,7 @@ def test_bad_inputs_fail_with_a_message(tmp_path: Path) -> None:
         command,
         [str(_write(tmp_path)), "--pack-size", "2", "--buffer-size", "4", "--overlong", "error"],
     )
-    assert res.exit_code != 0 and "pack size 2" in res.output
+    assert res.exit_code != 0 and "pack_size=2" in res.output
     res = CliRunner().invoke(
         command,
         [str(_write(tmp_path)), "--pack-size", "6", "--buffer-size", "4", "--algorithm", "nope"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from energon_pack.algorithms import OverlongPolicy
+from energon_pack.algorithms import OverlongPolicy, apply_overlong, cut_overlong
 from energon_pack.encoding import OverlongSampleError, PackingStats, apply_overlong_policy
 from energon_pack.samples import EncodedCaptioningSample, EncodedSample
 
@@ -155,3 +155,53 @@ def test_split_counts_a_piece_of_one_target_token_as_target_free() -> None:
     stats = PackingStats(log_every=0)
     assert apply_overlong_policy(sft, 9, "split", stats) == []
     assert (stats.dropped_overlong, stats.split, stats.split_pieces_dropped) == (1, 0, 0)
+
+
+def _document_pieces(d: EncodedSample, pack_size: int, policy: OverlongPolicy) -> object:
+    """Piece lengths the encoder makes of ``d`` (or the error it raises)."""
+    try:
+        return [len(p.tokens) for p in apply_overlong_policy(d, pack_size, policy, PackingStats())]
+    except OverlongSampleError:
+        return OverlongSampleError
+
+
+def _length_pieces(d: EncodedSample, pack_size: int, policy: OverlongPolicy) -> object:
+    """Piece lengths the pure, lengths-level policy gives for ``d``'s length, spans and mask."""
+    spans = getattr(d, "image_spans", None)
+    try:
+        cut = cut_overlong(
+            len(d.tokens), pack_size, policy, no_cut=spans, targets=d.loss_mask.numpy()
+        )
+    except OverlongSampleError:
+        return OverlongSampleError
+    return [e - s for s, e in cut.pieces]
+
+
+@pytest.mark.parametrize("policy", list(OverlongPolicy))
+@pytest.mark.parametrize("pack_size", [1, 3, 4, 7, 9, 12])
+def test_lengths_and_documents_give_the_same_pieces(policy: OverlongPolicy, pack_size: int) -> None:
+    # Text (every token a target): simulate's apply_overlong on the bare lengths predicts the
+    # encoder's documents exactly, for every policy.
+    lengths = [9, 3, 4, 12, 1, 8]
+    docs = [doc(n, f"d{i}") for i, n in enumerate(lengths)]
+    if policy is OverlongPolicy.ERROR and max(lengths) > pack_size:
+        with pytest.raises(OverlongSampleError):
+            apply_overlong(lengths, pack_size, policy)
+    else:
+        pieces = [n for d in docs for n in _document_pieces(d, pack_size, policy)]  # type: ignore[attr-defined]
+        assert pieces == apply_overlong(lengths, pack_size, policy).tolist()
+    # Captioning (image spans no cut may enter) and SFT (a prompt without targets): the same
+    # function, given the document's spans and loss mask, gives the encoder's pieces.
+    for d in (caption_doc(), sft_doc("s", prompt=5), sft_doc("t", prompt=8)):
+        assert _document_pieces(d, pack_size, policy) == _length_pieces(d, pack_size, policy)
+
+
+def test_captioning_split_differs_from_bare_lengths_only_through_its_spans() -> None:
+    # 11 tokens, images at [2, 6) and [8, 10), pack 9: the bare length splits 9 + 2, the
+    # document 8 + 3 (the cut moves back to the image start).
+    assert apply_overlong([11], 9, "split").tolist() == [9, 2]
+    assert _document_pieces(caption_doc(), 9, OverlongPolicy.SPLIT) == [8, 3]
+    assert cut_overlong(11, 9, "split", no_cut=caption_doc().image_spans).pieces == [
+        (0, 8),
+        (8, 11),
+    ]

@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``PackingSpec``: every packing knob, declared and validated once.
+
+The encoders (``PackingConfig`` extends it), :func:`~energon_pack.algorithms.pack_lengths`,
+:func:`~energon_pack.algorithms.simulate`, ``analyze_dataset`` and the ``energon-pack`` command
+line (its options are generated from these fields) all take one spec, so a knob means the same
+thing, with the same default, everywhere::
+
+    >>> spec = PackingSpec(pack_size=16, alignment=4, overlong="split")
+    >>> spec.overlong
+    <OverlongPolicy.SPLIT: 'split'>
+    >>> spec.slots(5), spec.slots(8)   # pack slots a document takes: rounded up to alignment
+    (8, 8)
+    >>> spec.slot_lengths([5, 8, 1]).tolist()
+    [8, 8, 4]
+
+A bad value fails here, naming the value and the fix, before any data is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from energon_pack.algorithms._carry_over import CarryOver
+from energon_pack.algorithms._lengths import as_int_lengths, round_up
+from energon_pack.algorithms._overlong import OverlongPolicy
+from energon_pack.algorithms._registry import ALGORITHMS, DEFAULT_ALGORITHM
+from energon_pack.algorithms._step_order import check_step_packs
+
+__all__ = ["PackingSpec", "as_spec"]
+
+T_spec = TypeVar("T_spec", bound="PackingSpec")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackingSpec:
+    """How documents are packed (frozen; validated at construction; strings coerced).
+
+    The default over-long policy is ``truncate``, in training and in ``simulate`` / ``analyze``
+    alike: a captioning or SFT sample cut in two does not train as the whole would (the second
+    piece loses its image or prompt); TRL and LLaMA-Factory truncate by default and no peer
+    splits by default (TRL made splitting the default once and reverted it: trl#5075); the
+    truncated tokens are counted and logged. ``split`` keeps every token of long pretraining
+    text: choose it explicitly.
+    """
+
+    #: Tokens per pack; every document is at most this long after the over-long policy.
+    pack_size: int
+    #: Packing algorithm, a key of energon_pack.algorithms.ALGORITHMS.
+    algorithm: str = DEFAULT_ALGORITHM
+    #: At most this many documents in one pack (unset: no cap; TransformerEngine's THD
+    #: attention bounds the segments per sequence).
+    max_samples_per_pack: int | None = None
+    #: Round each document up to a multiple of this in the pack (2 * context-parallel size for
+    #: context parallelism); must divide pack_size.
+    alignment: int = 1
+    #: What to do with a document longer than the pack: truncate, split, drop or error.
+    overlong: OverlongPolicy = OverlongPolicy.TRUNCATE
+    #: Put under-filled packs back into the reading buffer, to be packed again with the next
+    #: samples (a CarryOver policy; unset: stock energon packing, each buffer on its own).
+    carry_over: CarryOver | None = None
+    #: Packs one data-parallel rank trains on per optimizer step (micro-batch size x gradient
+    #: accumulation steps): each buffer's packs are ordered so that any step_packs in a row cost
+    #: about the same (same packs, same fill). Unset: the algorithm's order.
+    step_packs: int | None = None
+
+    def __post_init__(self) -> None:
+        size = self.pack_size
+        if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
+            raise ValueError(
+                f"pack_size={size!r} must be a positive int: the tokens per pack, e.g. 4096."
+            )
+        object.__setattr__(self, "pack_size", int(size))
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(
+                f"algorithm={self.algorithm!r} is not registered; choose one of "
+                f"{sorted(ALGORITHMS)} (or register yours in energon_pack.algorithms.ALGORITHMS)."
+            )
+        cap = self.max_samples_per_pack
+        if cap is not None and (not isinstance(cap, (int, np.integer)) or cap < 1):
+            raise ValueError(
+                f"max_samples_per_pack={cap!r} must be an int >= 1 (or None for no cap)."
+            )
+        self._check_alignment()
+        try:
+            object.__setattr__(self, "overlong", OverlongPolicy(self.overlong))
+        except ValueError:
+            raise ValueError(
+                f"overlong={self.overlong!r}; choose one of {[p.value for p in OverlongPolicy]}."
+            ) from None
+        if self.carry_over is not None and not isinstance(self.carry_over, CarryOver):
+            raise ValueError(
+                f"carry_over={self.carry_over!r} must be a CarryOver policy or None, e.g. "
+                "carry_over=CarryOver() (defaults) or CarryOver(max_age=4)."
+            )
+        if self.step_packs is not None:
+            check_step_packs(self.step_packs)
+
+    def _check_alignment(self) -> None:
+        a = self.alignment
+        if not isinstance(a, (int, np.integer)) or a < 1 or self.pack_size % a:
+            raise ValueError(
+                f"alignment={a!r} must be an int >= 1 and divide pack_size={self.pack_size} "
+                "(1 for none, 2 * context_parallel_size for context parallelism)."
+            )
+
+    def slots(self, length: Any) -> Any:
+        """Pack slots of a document of ``length`` tokens (an int or an int array): the length
+        rounded up to ``alignment``. ``alignment=4``: ``slots(5) == 8``."""
+        return round_up(length, self.alignment)
+
+    def slot_lengths(self, lengths: Sequence[int] | np.ndarray) -> np.ndarray:
+        """``lengths`` validated and as packed (``int64``, rounded up to ``alignment``).
+
+        Raises ``ValueError`` naming the offending value and what to do: a length ``<= 0``, or
+        one above ``pack_size`` once aligned (over-long samples are the encoder's business:
+        truncate, split or drop them there; the algorithms never cut a sample).
+        """
+        arr = as_int_lengths(lengths)
+        if arr.size == 0:
+            return arr
+        if int(arr.min()) <= 0:
+            i = int(np.argmin(arr))
+            raise ValueError(
+                f"lengths[{i}]={int(arr[i])} is not positive: every sample needs at least one "
+                "token; drop empty samples before packing."
+            )
+        arr = self.slots(arr)
+        if int(arr.max()) > self.pack_size:
+            i = int(np.argmax(arr))
+            aligned = f" (rounded up to alignment={self.alignment})" if self.alignment > 1 else ""
+            raise ValueError(
+                f"lengths[{i}]={int(arr[i])}{aligned} exceeds pack_size={self.pack_size}: "
+                "truncate, split or drop over-long samples before packing (the overlong "
+                "policy), or raise the pack size."
+            )
+        return arr
+
+
+def as_spec(spec: T_spec | int | None = None, /, **fields: Any) -> PackingSpec:
+    """The spec an entry point works with: ``spec`` with ``fields`` replaced, or, for an int
+    (the pack size) or ``None``, a new :class:`PackingSpec` from ``fields``.
+
+    ``as_spec(4096, overlong="split") == PackingSpec(pack_size=4096, overlong="split")``.
+    """
+    if isinstance(spec, PackingSpec):
+        return dataclasses.replace(spec, **fields) if fields else spec
+    if spec is not None:
+        fields["pack_size"] = spec
+    return PackingSpec(**fields)

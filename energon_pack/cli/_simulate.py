@@ -18,36 +18,10 @@ import json
 from pathlib import Path
 
 import click
-import numpy as np
 
 from energon_pack.algorithms import PackingSpec, simulate
+from energon_pack.cli._lengths import load_lengths
 from energon_pack.cli._options import buffer_size_option, spec_options
-
-
-def load_lengths(path: Path) -> np.ndarray:
-    """Read lengths from ``.npy`` or a text file with one integer per line (at least one)."""
-    if path.suffix == ".npy":
-        arr = np.load(path)
-    elif not path.read_text().strip():
-        arr = np.zeros(0, dtype=np.int64)
-    else:
-        try:
-            arr = np.loadtxt(path, dtype=np.int64, ndmin=1)
-        except ValueError as exc:
-            raise click.BadParameter(
-                f"{path}: expected one integer per line ({exc})", param_hint="LENGTHS_FILE"
-            ) from exc
-    arr = np.asarray(arr).reshape(-1)
-    if arr.size == 0:
-        raise click.BadParameter(
-            f"{path}: no lengths in this file; write one token count per line (or a 1-D .npy).",
-            param_hint="LENGTHS_FILE",
-        )
-    if arr.dtype.kind not in "iu":
-        raise click.BadParameter(
-            f"{path}: lengths must be integers, got dtype {arr.dtype}", param_hint="LENGTHS_FILE"
-        )
-    return arr.astype(np.int64)
 
 
 @click.command(name="simulate")

@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
+from energon_pack.cli._lengths import load_lengths
 from energon_pack.cli._simulate import command
 
 
@@ -68,7 +70,7 @@ def test_bad_inputs_fail_with_a_message(tmp_path: Path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("3\nabc\n")
     res = CliRunner().invoke(command, [str(bad), "--pack-size", "6", "--buffer-size", "4"])
-    assert res.exit_code != 0 and "one integer per line" in res.output
+    assert res.exit_code != 0 and "bad.txt:2: 'abc' is not a number" in res.output
     res = CliRunner().invoke(
         command,
         [str(_write(tmp_path)), "--pack-size", "2", "--buffer-size", "4", "--overlong", "error"],
@@ -120,3 +122,45 @@ def test_text_table_reports_overlong_counts(tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     assert "truncated 1 (5 tokens cut), split 0, dropped 0" in res.output
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # line numbers count from 1, blank and comment lines included
+        ("5\n\n# long\ninf\n", "l.txt:4: 'inf' is infinite, not a token count"),
+        ("5\nnan\n", "l.txt:2: 'nan' is nan (not a number), not a token count"),
+        ("5\n3.5\n", "l.txt:2: '3.5' is not a whole number"),
+        ("-3\n", "l.txt:1: '-3' is negative"),
+    ],
+)
+def test_bad_text_lines_are_named_from_one(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "l.txt"
+    path.write_text(text)
+    res = CliRunner().invoke(command, [str(path), "--pack-size", "6", "--buffer-size", "4"])
+    assert res.exit_code == 2 and message in res.output, res.output
+    assert "Traceback" not in res.output
+
+
+def test_comments_and_blank_lines_are_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "l.txt"
+    path.write_text("# lengths\n3\n\n3  # second\n")
+    assert load_lengths(path).tolist() == [3, 3]
+
+
+@pytest.mark.parametrize(
+    ("array", "message"),
+    [
+        (np.ones((2, 3), dtype=np.int64), "is 2-D (shape (2, 3)); save a 1-D array"),
+        (np.array([3, "x", None], dtype=object), "holds Python objects (dtype object)"),
+        (np.array([3.0, np.inf]), "index 1 is infinite, not a token count"),
+        (np.array([np.nan, 3.0]), "index 0 is nan (not a number)"),
+        (np.array([3.0, 4.5]), "lengths must be integers, got dtype float64"),
+        (np.array([3, -1]), "index 1 is -1, a negative token count"),
+    ],
+)
+def test_bad_npy_is_refused_with_a_message(tmp_path: Path, array: np.ndarray, message: str) -> None:
+    path = tmp_path / "l.npy"
+    np.save(path, array, allow_pickle=True)
+    res = CliRunner().invoke(command, [str(path), "--pack-size", "6", "--buffer-size", "4"])
+    assert res.exit_code == 2 and message in res.output, res.output

@@ -18,7 +18,8 @@ every pack of the costlier half to up to ``PARTNERS`` packs of the cheaper half,
 first; for a pair it tries two moves and keeps the one that narrows the pair's gap most:
 
 * exchange: one or two documents of the costly pack for a subset of the cheap pack's documents
-  with the same token count (within the two packs' free room, found by an exact subset sum).
+  with the same token count (within the two packs' free room, found by the exact subset sum
+  the repair uses too, :func:`~energon_pack.algorithms._subset_sum.subset_positions`).
   Long documents out, short ones in: the token counts stay, ``sum(len**2)`` drops;
 * re-split: pool both packs and split again, long documents greedily to the cheaper side, then
   the shortest ones (up to half a pack) by an exact subset sum that fills the token room.
@@ -48,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from energon_pack.algorithms._repair import best_fit_decreasing_repair
+from energon_pack.algorithms._subset_sum import subset_positions
 
 __all__ = [
     "CostModel",
@@ -142,39 +144,6 @@ def slowest_rank_loss(
     return float(picks.max(axis=1).mean() / arr.mean() - 1.0)
 
 
-def _subset_near(values: list[int], lo: int, hi: int, target: int) -> list[int] | None:
-    """Positions of a subset of ``values`` whose sum is in ``[lo, hi]``, nearest ``target``."""
-    if hi < lo or hi < 0:
-        return None
-    lo = max(lo, 0)
-    full = (1 << (hi + 1)) - 1
-    reach = 1
-    history: list[int] = []
-    for x in values:
-        history.append(reach)
-        reach = (reach | (reach << x)) & full
-    window = reach >> lo
-    if not window:
-        return None
-    t = min(max(target, lo), hi) - lo
-    above = window >> t
-    below = window & ((1 << (t + 1)) - 1)
-    up = t + (above & -above).bit_length() - 1 if above else None
-    down = below.bit_length() - 1 if below else None
-    if up is None or (down is not None and t - down <= up - t):
-        best = lo + down  # type: ignore[operator]
-    else:
-        best = lo + up
-    chosen: list[int] = []
-    for p in range(len(values) - 1, -1, -1):
-        if best == 0:
-            break
-        if not (history[p] >> best) & 1:
-            chosen.append(p)
-            best -= values[p]
-    return chosen
-
-
 def _resplit(
     pool: list[int], lens: list[int], costs: list[float], capacity: int, cap_count: int
 ) -> tuple[list[int], list[int]] | None:
@@ -207,7 +176,7 @@ def _resplit(
     hi = capacity - tok[0]
     want_cost = (cost[1] + small_cost - cost[0]) / 2
     target = round(want_cost * small_tokens / small_cost) if small_cost > 0 else lo
-    chosen = _subset_near([lens[i] for i in small], lo, min(hi, small_tokens), target)
+    chosen = subset_positions([lens[i] for i in small], min(hi, small_tokens), lo=lo, target=target)
     if chosen is None:
         return None
     taken = set(chosen)
@@ -248,7 +217,7 @@ def _exchange(
         if (x, cx) in seen:
             continue
         seen.add((x, cx))
-        chosen = _subset_near(low_lens, x - room_l, x + room_h, x)
+        chosen = subset_positions(low_lens, x + room_h, lo=x - room_l, target=x)
         if chosen is None:
             continue
         moved = cx - sum(costs[low[q]] for q in chosen)

@@ -7,22 +7,22 @@ times, which copies to take so that their total lies in ``[lo, hi]`` and is near
 (:func:`fill_counts`); the balancing pass looks for short documents whose total matches a long
 one within the two packs' free room (:func:`subset_positions`).
 
-One Python int is the bitset of the rooms still left (bit ``r``: some choice of the values
-scanned so far has total ``hi - r``), starting from ``1 << hi``. Taking ``c`` copies of ``x``
-is ``reach |= reach >> (c * x)``: totals above ``hi`` fall off the low end by themselves. The
-copies of a length are added in chunks of 1, 2, 4, ... (every count up to ``counts[x]`` is a
-sum of chunks), so ``m`` equal lengths cost about ``log2(m)`` big-int steps instead of ``m``.
-The scan stops as soon as ``target`` is reachable; the walk back from the chosen total skips
-every chunk whose total was reachable before it, so ties prefer earlier values.
+One Python int is the bitset of the totals reachable so far (bit ``s``: some choice of the
+values scanned has total ``s``), starting from ``1`` (the empty choice). Taking ``c`` copies of
+``x`` is ``reach |= reach << (c * x)``, masked to ``hi + 1`` bits. The copies of a length are
+added in chunks of 1, 2, 4, ... (every count up to ``counts[x]`` is a sum of chunks), so ``m``
+equal lengths cost about ``log2(m)`` big-int steps instead of ``m``. The scan stops as soon as
+``target`` is reachable; the walk back from the chosen total skips every chunk whose total was
+reachable before it, so ties prefer earlier values.
 
 Worked example: ``values = [5, 3]``, ``counts = {5: 1, 3: 3}``, ``hi = 9`` (fill a room of 9)::
 
-    start             reach = 1 << 9                 rooms left {9}
-    5 x 1  (chunk 1)  reach |= reach >> 5            rooms left {9, 4}
-    3 x 1  (chunk 1)  reach |= reach >> 3            rooms left {9, 6, 4, 1}
-    3 x 2  (chunk 2)  reach |= reach >> 6            rooms left {9, 6, 4, 3, 1, 0}
-    room 0 reachable: total 9. Walk back: room 0 was not reachable before the chunk "3 x 2"
-    (take it, room 6), nor before "3 x 1" (take it, room 9 = start): {3: 3}.
+    start             reach = 1                      totals {0}
+    5 x 1  (chunk 1)  reach |= reach << 5            totals {0, 5}
+    3 x 1  (chunk 1)  reach |= reach << 3            totals {0, 3, 5, 8}
+    3 x 2  (chunk 2)  reach |= reach << 6 (<= 9)     totals {0, 3, 5, 6, 8, 9}
+    9 reachable: stop. Walk back: 9 was not reachable before the chunk "3 x 2" (take it,
+    3 left), nor 3 before "3 x 1" (take it, 0 left): {3: 3}.
 
 so ``subset_sum([5, 3], {5: 1, 3: 3}, 9) == {3: 3}``. With ``lo=4, hi=7, target=5`` the
 totals in the window are 5, 6 and 3 + 3 = 6: ``{5: 1}``.
@@ -30,7 +30,6 @@ totals in the window are 5, 6 and 3 + 3 = 6: ``{5: 1}``.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 
 __all__ = ["fill_counts", "fill_room", "subset_positions", "subset_sum"]
@@ -60,45 +59,51 @@ def subset_sum(
     lo = max(lo, 0)
     if hi < lo:
         return None
-    goal = hi - (hi if target is None else min(max(target, lo), hi))  # room left wanted
-    reach = 1 << hi
+    goal = hi if target is None else min(max(target, lo), hi)
+    full = (2 << hi) - 1  # totals 0..hi
+    reach = 1
     steps: list[tuple[int, int, int]] = []  # (length, copies, reach before)
     for x in values:
         m = counts[x]
-        q = hi // x
-        if m > q:
-            m = q
-        c = 1
-        while m > 0:
-            if c > m:
-                c = m
-            steps.append((x, c, reach))
-            reach |= reach >> (c * x)
-            m -= c
-            c <<= 1
+        if m == 1:
+            steps.append((x, 1, reach))
+            reach = (reach | reach << x) & full
+        else:
+            q = hi // x
+            if m > q:
+                m = q
+            c = 1
+            while m > 0:
+                if c > m:
+                    c = m
+                steps.append((x, c, reach))
+                reach = (reach | reach << (c * x)) & full
+                m -= c
+                c <<= 1
         if (reach >> goal) & 1:
             break
-    r = _nearest(reach & ((2 << (hi - lo)) - 1), goal)
-    if r is None:
+    s = _nearest(reach >> lo, goal - lo)
+    if s is None:
         return None
+    s += lo
     take: dict[int, int] = {}
     for x, c, before in reversed(steps):
-        if r == hi:
+        if not s:
             break
-        if not (before >> r) & 1:
+        if not (before >> s) & 1:
             take[x] = take.get(x, 0) + c
-            r += c * x
+            s -= c * x
     return take
 
 
 def _nearest(window: int, goal: int) -> int | None:
-    """The set bit of ``window`` nearest bit ``goal``; a tie takes the higher bit."""
+    """The set bit of ``window`` nearest bit ``goal``; a tie takes the lower bit."""
     if not window:
         return None
     above = window >> goal
     up = goal + (above & -above).bit_length() - 1 if above else None
     down = (window & ((1 << goal) - 1)).bit_length() - 1
-    if up is None or (down >= 0 and goal - down < up - goal):
+    if up is None or (down >= 0 and goal - down <= up - goal):
         return down
     return up
 
@@ -123,7 +128,10 @@ def subset_positions(
     ``subset_positions([2, 6, 2, 2], 7, lo=5) == [0, 2, 3]``: 2 + 2 + 2 and 6 both reach 6, the
     total nearest 7, and the run of 2s comes first.
     """
-    counts = Counter(x for x in values if 0 < x <= hi)
+    counts: dict[int, int] = {}
+    for x in values:
+        if 0 < x <= hi:
+            counts[x] = counts.get(x, 0) + 1
     take = subset_sum(list(counts), counts, hi, lo=lo, target=target)
     if take is None:
         return None

@@ -40,7 +40,7 @@ import numpy as np
 
 from energon_pack.algorithms._best_fit import best_fit_decreasing_rooms
 from energon_pack.algorithms._bounds import martello_toth_l2
-from energon_pack.algorithms._subset_sum import fill_counts, fill_room
+from energon_pack.algorithms._subset_sum import fill_counts
 
 __all__ = [
     "BUFFER_EFFORT",
@@ -50,8 +50,6 @@ __all__ = [
     "RepairEffort",
     "best_fit_decreasing_repair",
     "best_fit_decreasing_search",
-    "fill_counts",  # re-exported from _subset_sum until the package __init__ imports it there
-    "fill_room",
     "repair_packs",
 ]
 

@@ -100,7 +100,7 @@ def main() -> None:
     print("|---:|---|---:|---:|---:|---:|")
     for buf in (2048, 4096, 8192):
         for name in ALGORITHMS:
-            r = simulate(raw, C, buf, algorithm=name)
+            r = simulate(raw, C, buf, algorithm=name, overlong="split")
             gap = 100 * (r.lower_bound_fill - r.fill)
             print(
                 f"| {buf} | {name} | {100 * r.fill:.2f} | {100 * r.lower_bound_fill:.2f} | "
@@ -111,7 +111,7 @@ def main() -> None:
     print("|---:|---|---:|---:|---:|---:|")
     for buf in (16, 64, 256):
         for cfg in (None, CarryOver()):
-            r = simulate(raw, C, buf, carry_over=cfg)
+            r = simulate(raw, C, buf, carry_over=cfg, overlong="split")
             label = "off" if cfg is None else repr(cfg).replace("CarryOver", "")
             print(
                 f"| {buf} | {label} | {100 * r.fill:.2f} | {r.packs} | {r.max_age} | "

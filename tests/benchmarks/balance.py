@@ -174,7 +174,7 @@ def main() -> None:
     print("| buffer | algorithm | fill % | per-buffer bound % | select s |")
     print("|---:|---|---:|---:|---:|")
     for name in ("best_fit_decreasing", "balanced"):
-        r = simulate(raw, cap, args.buffer, algorithm=name)
+        r = simulate(raw, cap, args.buffer, algorithm=name, overlong="split")
         print(
             f"| {args.buffer} | {name} | {100 * r.fill:.2f} | {100 * r.lower_bound_fill:.2f} | "
             f"{r.select_seconds:.2f} |"

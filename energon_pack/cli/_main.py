@@ -39,7 +39,14 @@ def _available(name: str) -> bool:
 @click.group(cls=_LazyGroup)
 @click.version_option(package_name="energon-pack")
 def main() -> None:
-    """Sequence packing for megatron-energon: simulate, analyze, demo."""
+    """Sequence packing for megatron-energon.
+
+    \b
+    Start with `energon-pack demo`; then, with your own files:
+      energon-pack make-dataset OUT FILES...   text/JSONL files -> an energon dataset
+      energon-pack analyze OUT --tokenizer DIR --pack-size N --buffer-size B
+      energon-pack simulate LENGTHS_FILE ...   the same from a list of token counts
+    """
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -110,6 +110,7 @@ def _carry_over_options() -> list[Callable[[F], F]]:
     flag = click.option(
         "--carry-over/--no-carry-over",
         default=False,
+        show_default=True,
         help=field_docs(PackingSpec)["carry_over"],
     )
     return [flag, *_field_options(CarryOver, prefix_help="With --carry-over: ")]

@@ -17,6 +17,8 @@ is the end-of-data flush and proves nothing), the carry-over dataset before it p
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 from collections.abc import Sequence
 
@@ -50,10 +52,39 @@ def warn_if_buffer_too_small(lengths: Sequence[int], pack_size: int, buffer_size
     """Issue :class:`SmallPackingBufferWarning` when :func:`small_buffer_message` has one.
 
     Returns whether it warned, so that the caller (which keeps its own once-per-process flag)
-    checks no further buffers. The warning points at energon's call of the packer.
+    checks no further buffers. The warning points at the user's code that drives the loader
+    (``for batch in loader:``), not at a line of energon, torch or energon-pack.
     """
     message = small_buffer_message(lengths, pack_size, buffer_size)
     if message is None:
         return False
-    warnings.warn(message, SmallPackingBufferWarning, stacklevel=3)
+    warnings.warn(message, SmallPackingBufferWarning, stacklevel=_user_stacklevel())
     return True
+
+
+def _internal_prefixes() -> tuple[str, ...]:
+    """Directories whose frames a warning skips: energon-pack, energon, torch, the stdlib."""
+    import contextlib
+
+    import megatron.energon
+    import torch
+
+    import energon_pack
+
+    modules = (energon_pack, megatron.energon, torch, contextlib)
+    return tuple(os.path.dirname(m.__file__) + os.sep for m in modules if m.__file__)
+
+
+def _user_stacklevel() -> int:
+    """``stacklevel`` for a ``warnings.warn`` in the caller that names the first frame outside
+    :func:`_internal_prefixes` (the outermost frame when all are internal, e.g. in a worker).
+
+    Frames: 1 is the caller of ``warnings.warn``; each step outwards adds one.
+    """
+    internal = _internal_prefixes()
+    frame = sys._getframe(1)  # the function that calls warnings.warn
+    level = 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(internal):
+        frame = frame.f_back
+        level += 1
+    return level

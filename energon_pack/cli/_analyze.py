@@ -71,10 +71,7 @@ def command(
             result = analyze_dataset(
                 dataset,
                 str(tokenizer),
-                pack_size=spec.pack_size,
-                algorithm=spec.algorithm,
-                overlong=spec.overlong,
-                carry_over=spec.carry_over,
+                spec,
                 buffer_size=buffer_size,
                 limit=limit,
                 progress=not as_json,

@@ -10,8 +10,9 @@ given pack size, buffer, algorithm, over-long policy and carry-over, and records
   replays exactly what the loader did),
 * every pack the loader emitted (fill, documents),
 
-then replays the lengths through :func:`energon_pack.algorithms.simulate` (the same buffer
-model, so its fill must agree with the loader's) and sweeps buffer sizes 16, 32, ..., 4096 to
+then replays the lengths through :func:`energon_pack.algorithms.simulate` with the same
+:class:`~energon_pack.algorithms.PackingSpec` (the same buffer model and over-long policy, so its
+fill must agree with the loader's) and sweeps buffer sizes 16, 32, ..., 4096 to
 recommend the smallest one that reaches the target fill (99%, or the best any buffer can reach
 when the dataset is too small for 99%: 3 documents of 100 tokens in packs of 512 fill at most
 300 / 512 = 58.6%).
@@ -19,10 +20,15 @@ when the dataset is too small for 99%: 3 documents of 100 tokens in packs of 512
 Worked example: lengths ``[300, 300, 200, 200]``, pack 512, buffer 4, first-fit-decreasing
 -> packs ``[300, 200] [300, 200]``, fill 1000 / 1024 = 97.7%; with buffer 1 every document is
 alone: 4 packs, fill 1000 / 2048 = 48.8%.
+
+``analyze_dataset`` runs its phases as functions: ``_measure`` (the loader) ->
+``_replay_and_sweep`` (``simulate``: the replay, then the buffer sweep) -> ``_report``. The
+module is over 300 lines because the result type and its text report live beside the analysis.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import warnings
@@ -31,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from energon_pack.algorithms import DEFAULT_ALGORITHM, CarryOver, OverlongPolicy, simulate
+from energon_pack.algorithms import CarryOver, PackingSpec, as_spec, simulate
+from energon_pack.encoding import PackingStats
 from energon_pack.task_encoders import LLMPackingTaskEncoder
 
 __all__ = [
@@ -72,7 +79,7 @@ class AnalysisResult:
     buffer_size: int
     algorithm: str
     overlong: str
-    carry_over: bool
+    carry_over: CarryOver | None  #: the carry-over policy (``None``: stock packing)
     samples_in: int  #: non-empty documents read (before the over-long policy)
     samples_out: int  #: documents in packs (after split / drop)
     empty: int  #: samples that encoded to zero tokens (dropped)
@@ -101,6 +108,7 @@ class AnalysisResult:
         out.pop("pack_fills")
         out.pop("first_packs")
         out["buffer_sweep"] = {str(k): v for k, v in self.buffer_sweep.items()}
+        out["carry_over"] = dataclasses.asdict(self.carry_over) if self.carry_over else None
         return out
 
     def lines(self) -> list[str]:
@@ -159,20 +167,22 @@ def _length_summary(lengths: Sequence[int], pack_size: int) -> str:
 
 def recommend_buffer_size(
     lengths: Sequence[int],
-    pack_size: int,
+    spec: PackingSpec | int,
     *,
     target_fill: float = 0.99,
     candidates: Sequence[int] = BUFFER_CANDIDATES,
-    **simulate_options: Any,
+    **spec_fields: Any,
 ) -> tuple[int | None, dict[int, float]]:
     """Smallest candidate buffer whose simulated fill reaches ``target_fill``, and the sweep.
 
-    Stops at the first hit and at the first candidate holding every length (larger ones
-    behave the same).
+    ``spec`` as in :func:`~energon_pack.algorithms.simulate`: a spec, or the pack size with
+    spec fields as keywords. Stops at the first hit and at the first candidate holding every
+    length (larger ones behave the same).
     """
+    spec = as_spec(spec, **spec_fields)
     sweep: dict[int, float] = {}
     for buffer in candidates:
-        sweep[buffer] = simulate(lengths, pack_size, buffer, **simulate_options).fill
+        sweep[buffer] = simulate(lengths, spec, buffer).fill
         if sweep[buffer] >= target_fill - 1e-12:
             return buffer, sweep
         if buffer >= len(lengths):
@@ -213,43 +223,31 @@ def _dataset_order_loader(path: Path, encoder: Any, buffer_size: int, limit: int
         return get_loader(build(None))
 
 
-def analyze_dataset(
-    dataset: Path | str,
-    tokenizer: Any,
-    *,
-    pack_size: int,
-    buffer_size: int,
-    algorithm: str = DEFAULT_ALGORITHM,
-    overlong: OverlongPolicy | str = OverlongPolicy.SPLIT,
-    carry_over: CarryOver | None = None,
-    limit: int | None = None,
-    target_fill: float = 0.99,
-    progress: bool = False,
-) -> AnalysisResult:
-    """Stream one epoch of ``dataset`` through the LLM packing encoder (see module docstring).
+@dataclass(frozen=True, kw_only=True)
+class _Measured:
+    """What the real loader did to one epoch (phase 1)."""
 
-    Args:
-        dataset: An energon dataset (webdataset dir, or a prepared ``.jsonl`` with ``text``).
-        tokenizer: A transformers tokenizer or a local tokenizer directory.
-        pack_size, buffer_size, algorithm, overlong, carry_over: As in the encoder / loader.
-        limit: Read only the first ``limit`` samples (the rest is never read).
-        target_fill: Fill the recommended buffer must reach (capped at the bound).
-        progress: Show a tqdm bar over packs on stderr.
-    """
+    lengths: list[int]  #: each non-empty document's length in reading order, before the policy
+    pack_fills: list[float]  #: real tokens / pack size, per emitted pack
+    first_packs: list[list[int]]  #: document lengths of the first FIRST_PACKS packs
+    tokens: int  #: real tokens in packs
+    documents: int  #: documents (pieces) in packs
+    stats: PackingStats  #: the encoder's counts (empty, truncated, split, dropped)
+
+
+def _measure(
+    dataset: Path,
+    tokenizer: Any,
+    spec: PackingSpec,
+    buffer_size: int,
+    limit: int | None,
+    progress: bool,
+) -> _Measured:
+    """Phase 1: one epoch of ``dataset`` through the LLM encoder in a real energon loader."""
     from tqdm import tqdm
 
-    if limit is not None and limit < 1:
-        raise ValueError(f"limit={limit} must be >= 1 (or None for the whole dataset).")
-    overlong = OverlongPolicy(overlong)
-    encoder = _MeasuringEncoder(
-        tokenizer,
-        pack_size=pack_size,
-        algorithm=algorithm,
-        overlong=overlong,
-        carry_over=carry_over,
-        log_every=0,
-    )
-    loader = _dataset_order_loader(Path(dataset), encoder, buffer_size, limit)
+    encoder = _MeasuringEncoder(tokenizer, config=spec, log_every=0)
+    loader = _dataset_order_loader(dataset, encoder, buffer_size, limit)
     pack_fills: list[float] = []
     first_packs: list[list[int]] = []
     tokens = documents = 0
@@ -268,56 +266,109 @@ def analyze_dataset(
             n = int(sum(pack.doc_lengths))
             tokens += n
             documents += len(pack.doc_lengths)
-            pack_fills.append(n / pack_size)
+            pack_fills.append(n / spec.pack_size)
             if len(first_packs) < FIRST_PACKS:
                 first_packs.append([int(d) for d in pack.doc_lengths])
-    packs = len(pack_fills)
-    lengths = list(encoder.lengths)
-    options: dict[str, Any] = {"algorithm": algorithm, "overlong": overlong}
-    sim = (
-        simulate(lengths, pack_size, buffer_size, carry_over=carry_over, **options)
-        if lengths
-        else None
+    return _Measured(
+        lengths=list(encoder.lengths),
+        pack_fills=pack_fills,
+        first_packs=first_packs,
+        tokens=tokens,
+        documents=documents,
+        stats=encoder.stats,
     )
-    bound = tokens / (math.ceil(tokens / pack_size) * pack_size) if tokens else 0.0
+
+
+def _replay_and_sweep(
+    measured: _Measured, spec: PackingSpec, buffer_size: int, target_fill: float
+) -> dict[str, Any]:
+    """Phases 2 and 3: ``simulate`` the measured lengths with the same spec and buffer (its
+    fill must agree with the loader's), sweep buffer sizes for the smallest one reaching
+    ``target_fill`` (capped at the bound), and try carry-over when it was off."""
+    lengths, tokens, size = measured.lengths, measured.tokens, spec.pack_size
+    bound = tokens / (math.ceil(tokens / size) * size) if tokens else 0.0
     target = min(target_fill, bound)
-    recommended, sweep = (
-        recommend_buffer_size(
-            lengths, pack_size, target_fill=target, carry_over=carry_over, **options
-        )
-        if lengths
-        else (None, {})
+    figures: dict[str, Any] = {
+        "simulated_fill": 0.0,
+        "bound_fill": bound,
+        "target_fill": target,
+        "recommended_buffer_size": None,
+        "buffer_sweep": {},
+        "carry_over_fill": None,
+    }
+    if not lengths:
+        return figures
+    figures["simulated_fill"] = simulate(lengths, spec, buffer_size).fill
+    figures["recommended_buffer_size"], figures["buffer_sweep"] = recommend_buffer_size(
+        lengths, spec, target_fill=target
     )
-    carry_fill = None
-    if carry_over is None and lengths:
-        carry_fill = simulate(
-            lengths, pack_size, buffer_size, carry_over=CarryOver(), **options
-        ).fill
-    stats = encoder.stats
+    if spec.carry_over is None:
+        with_carry = simulate(lengths, spec, buffer_size, carry_over=CarryOver())
+        figures["carry_over_fill"] = with_carry.fill
+    return figures
+
+
+def _report(
+    dataset: Path | str,
+    spec: PackingSpec,
+    buffer_size: int,
+    measured: _Measured,
+    figures: dict[str, Any],
+) -> AnalysisResult:
+    """Phase 4: the loader's figures and the simulated ones in one result."""
+    packs, stats, size = len(measured.pack_fills), measured.stats, spec.pack_size
     return AnalysisResult(
         dataset=str(dataset),
-        pack_size=pack_size,
+        pack_size=size,
         buffer_size=buffer_size,
-        algorithm=algorithm,
-        overlong=overlong.value,
-        carry_over=carry_over is not None,
-        samples_in=len(lengths),
-        samples_out=documents,
+        algorithm=spec.algorithm,
+        overlong=spec.overlong.value,
+        carry_over=spec.carry_over,
+        samples_in=len(measured.lengths),
+        samples_out=measured.documents,
         empty=stats.dropped_empty,
         packs=packs,
-        tokens=tokens,
-        fill=tokens / (packs * pack_size) if packs else 0.0,
-        documents_per_pack=documents / packs if packs else 0.0,
+        tokens=measured.tokens,
+        fill=measured.tokens / (packs * size) if packs else 0.0,
+        documents_per_pack=measured.documents / packs if packs else 0.0,
         truncated=stats.truncated,
         split=stats.split,
         dropped_overlong=stats.dropped_overlong,
-        simulated_fill=sim.fill if sim is not None else 0.0,
-        bound_fill=bound,
-        target_fill=target,
-        recommended_buffer_size=recommended,
-        buffer_sweep=sweep,
-        carry_over_fill=carry_fill,
-        lengths=lengths,
-        pack_fills=pack_fills,
-        first_packs=first_packs,
+        lengths=measured.lengths,
+        pack_fills=measured.pack_fills,
+        first_packs=measured.first_packs,
+        **figures,
     )
+
+
+def analyze_dataset(
+    dataset: Path | str,
+    tokenizer: Any,
+    spec: PackingSpec | int | None = None,
+    *,
+    buffer_size: int,
+    limit: int | None = None,
+    target_fill: float = 0.99,
+    progress: bool = False,
+    **spec_fields: Any,
+) -> AnalysisResult:
+    """Measure one epoch of ``dataset`` through the LLM packing encoder, replay it through
+    ``simulate``, sweep buffer sizes, report (see the module docstring).
+
+    Args:
+        dataset: An energon dataset (webdataset dir, or a prepared ``.jsonl`` with ``text``).
+        tokenizer: A transformers tokenizer or a local tokenizer directory.
+        spec: The :class:`~energon_pack.algorithms.PackingSpec` of the encoder, the loader and
+            the simulation; or its fields as keywords (``pack_size=4096, overlong="split"``).
+        buffer_size: energon's ``packing_buffer_size``.
+        limit: Read only the first ``limit`` samples (the rest is never read).
+        target_fill: Fill the recommended buffer must reach (capped at the bound).
+        progress: Show a tqdm bar over packs on stderr.
+        spec_fields: :class:`~energon_pack.algorithms.PackingSpec` fields replacing the spec's.
+    """
+    spec = as_spec(spec, **spec_fields)
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit={limit} must be >= 1 (or None for the whole dataset).")
+    measured = _measure(Path(dataset), tokenizer, spec, buffer_size, limit, progress)
+    figures = _replay_and_sweep(measured, spec, buffer_size, target_fill)
+    return _report(dataset, spec, buffer_size, measured, figures)

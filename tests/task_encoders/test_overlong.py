@@ -188,8 +188,8 @@ def test_lengths_and_documents_give_the_same_pieces(policy: OverlongPolicy, pack
         with pytest.raises(OverlongSampleError):
             apply_overlong(lengths, pack_size, policy)
     else:
-        pieces = [n for d in docs for n in _document_pieces(d, pack_size, policy)]  # type: ignore[attr-defined]
-        assert pieces == apply_overlong(lengths, pack_size, policy).tolist()
+        pieces = [_document_pieces(d, pack_size, policy) for d in docs]
+        assert sum(pieces, []) == apply_overlong(lengths, pack_size, policy).tolist()
     # Captioning (image spans no cut may enter) and SFT (a prompt without targets): the same
     # function, given the document's spans and loss mask, gives the encoder's pieces.
     for d in (caption_doc(), sft_doc("s", prompt=5), sft_doc("t", prompt=8)):

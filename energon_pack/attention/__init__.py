@@ -27,6 +27,7 @@ from energon_pack.attention._adapters import (
     packed_seq_params,
     packed_seq_params_fields,
 )
+from energon_pack.attention._compat import ModelReport, PackingNotExactError, check_model
 from energon_pack.attention._documents import (
     DocumentMetadata,
     aligned_lengths,
@@ -38,26 +39,46 @@ from energon_pack.attention._flex import (
     block_causal_block_mask,
     reference_block_mask,
 )
+from energon_pack.attention._layer_masks import hf_attention_mask, local_attention_mask
 from energon_pack.attention._masks import additive_mask, dense_block_causal_mask
 from energon_pack.attention._mrope import mrope_position_ids
+from energon_pack.attention._windows import (
+    LAYER_TYPES,
+    LocalAttention,
+    document_causal_mask,
+    flash_window_size,
+    local_mask_mod,
+    slot_positions,
+)
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "HF_ATTENTION_IMPLEMENTATIONS",
+    "LAYER_TYPES",
     "DocumentMetadata",
+    "LocalAttention",
+    "ModelReport",
+    "PackingNotExactError",
     "additive_mask",
     "aligned_lengths",
     "block_causal_block_mask",
     "block_mask",
+    "check_model",
     "dense_block_causal_mask",
     "dense_mask",
+    "document_causal_mask",
     "document_metadata",
     "flash_attn_kwargs",
+    "flash_window_size",
+    "hf_attention_mask",
     "hf_kwargs",
     "hf_labels",
+    "local_attention_mask",
+    "local_mask_mod",
     "mrope_position_ids",
     "packed_seq_params",
     "packed_seq_params_fields",
     "position_ids_from_lengths",
     "reference_block_mask",
+    "slot_positions",
 ]

@@ -46,9 +46,12 @@ from typing import Any
 import torch
 from torch.nn.attention.flex_attention import BlockMask
 
+from energon_pack.attention._compat import check_model
 from energon_pack.attention._documents import DocumentMetadata
 from energon_pack.attention._flex import DEFAULT_BLOCK_SIZE, block_causal_block_mask
+from energon_pack.attention._layer_masks import hf_attention_mask
 from energon_pack.attention._masks import additive_mask, dense_block_causal_mask
+from energon_pack.attention._windows import LocalAttention, flash_window_size
 
 __all__ = [
     "HF_ATTENTION_IMPLEMENTATIONS",
@@ -62,18 +65,25 @@ __all__ = [
 ]
 
 
-def flash_attn_kwargs(meta: DocumentMetadata) -> dict[str, Any]:
+def flash_attn_kwargs(
+    meta: DocumentMetadata, *, sliding_window: int | None = None
+) -> dict[str, Any]:
     """Keyword arguments of ``flash_attn_varlen_func`` for the flattened batch.
 
     Returns ``cu_seqlens_q``/``cu_seqlens_k``: ``(D + 1,)`` int32 slot offsets into ``B * L``
-    tokens; ``max_seqlen_q``/``max_seqlen_k``: Python int, the longest slot.
+    tokens; ``max_seqlen_q``/``max_seqlen_k``: Python int, the longest slot. With
+    ``sliding_window=W`` (transformers' meaning: the query and ``W - 1`` keys before it) also
+    ``window_size=(W - 1, 0)``, which flash-attn applies inside each document.
     """
-    return {
+    kwargs: dict[str, Any] = {
         "cu_seqlens_q": meta.cu_seqlens_padded,
         "cu_seqlens_k": meta.cu_seqlens_padded,
         "max_seqlen_q": meta.max_seqlen_padded,
         "max_seqlen_k": meta.max_seqlen_padded,
     }
+    if sliding_window is not None:
+        kwargs["window_size"] = flash_window_size(LocalAttention(window=sliding_window))
+    return kwargs
 
 
 def packed_seq_params_fields(meta: DocumentMetadata) -> dict[str, Any]:
@@ -145,6 +155,17 @@ def _hf_flash(meta: DocumentMetadata, *, mask_dtype: torch.dtype) -> dict[str, A
     }
 
 
+def _hf_for_model(
+    meta: DocumentMetadata, attn_implementation: str, config: Any, mask_dtype: torch.dtype
+) -> dict[str, Any]:
+    """The attention kwargs exact for the model of ``config`` (or PackingNotExactError)."""
+    report = check_model(config, attn_implementation, pack_size=meta.seq_idx.shape[1])
+    mask = hf_attention_mask(report, meta.seq_idx, mask_dtype=mask_dtype)
+    if mask is None:  # flash: transformers applies each layer's window per document
+        return _hf_flash(meta, mask_dtype=mask_dtype)
+    return {"attention_mask": mask}
+
+
 #: ``attn_implementation`` -> the attention kwargs of a transformers model for it (a mask, or
 #: the varlen offsets); :func:`hf_kwargs` adds ``input_ids``, ``position_ids`` and ``labels``.
 _HF_ATTENTION: dict[str, Callable[..., dict[str, Any]]] = {
@@ -165,8 +186,16 @@ def hf_kwargs(
     attn_implementation: str = "sdpa",
     *,
     mask_dtype: torch.dtype = torch.float32,
+    config: Any = None,
 ) -> dict[str, Any]:
     """Kwargs for ``model(**...)`` of a transformers causal LM (see the module docstring).
+
+    Without ``config`` every layer gets the document-causal mask: exact for models whose
+    layers all use full attention (Llama, Qwen2/3 without windows, GPT-NeoX, ...), silently
+    wrong for sliding-window, chunked, hybrid or long-context-rope models. With ``config`` (the
+    model or ``model.config``) the kwargs are exact for that architecture, checked by
+    :func:`check_model`: a mapping per layer type where the model takes one, a windowed or
+    chunked mask where it takes one mask, or :class:`PackingNotExactError` naming the feature.
 
     Args:
         meta: the batch's document metadata.
@@ -175,6 +204,7 @@ def hf_kwargs(
         attn_implementation: one of :data:`HF_ATTENTION_IMPLEMENTATIONS`, as the model was
             loaded.
         mask_dtype: dtype of the eager additive mask.
+        config: the model or its config, to make the kwargs exact for it (see above).
     """
     attention = _HF_ATTENTION.get(attn_implementation)
     if attention is None:
@@ -185,5 +215,8 @@ def hf_kwargs(
     kwargs: dict[str, Any] = {"input_ids": tokens, "position_ids": meta.position_ids}
     if labels is not None:
         kwargs["labels"] = hf_labels(labels)
-    kwargs.update(attention(meta, mask_dtype=mask_dtype))
+    if config is None:
+        kwargs.update(attention(meta, mask_dtype=mask_dtype))
+    else:
+        kwargs.update(_hf_for_model(meta, attn_implementation, config, mask_dtype))
     return kwargs

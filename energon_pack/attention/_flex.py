@@ -18,6 +18,11 @@ Example, ``L = 8``, tiles of 2, slots ``[0, 0, 0, 1, 1, 1, 1, 1]`` (tile slot ra
     qb = 2     .  p  p  .      (tile 0 holds only slot 0, query tile 2 only slot 1: skipped)
     qb = 3     .  p  f  p
 
+With a sliding window or chunks (``local=LocalAttention(window=W)`` / ``(chunk=C)``, see
+``_windows``) the mask function gets the window/chunk term, a tile whose nearest pair is
+``W`` (or ``C``) apart is skipped, and a tile is full only if its farthest pair is inside the
+window and it lies in one chunk.
+
 The result equals ``create_block_mask`` (tested), and ``block_mask.to_dense()`` expanded to
 tokens equals the dense reference mask. On CPU, ``flex_attention`` runs unfused in eager mode
 (torch 2.13): correct but slow, fine for tests.
@@ -30,13 +35,24 @@ from collections.abc import Callable
 import torch
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask
 
+from energon_pack.attention._windows import (
+    FULL_ATTENTION,
+    LocalAttention,
+    local_mask_mod,
+    slot_positions,
+)
+
 __all__ = ["DEFAULT_BLOCK_SIZE", "block_causal_block_mask", "reference_block_mask"]
 
 DEFAULT_BLOCK_SIZE = 128
 
 
-def _mask_mod(seq_idx: torch.Tensor) -> Callable[..., torch.Tensor]:
-    """The FlexAttention ``mask_mod``: same slot and key not after query."""
+def _mask_mod(
+    seq_idx: torch.Tensor, local: LocalAttention = FULL_ATTENTION
+) -> Callable[..., torch.Tensor]:
+    """The FlexAttention ``mask_mod``: same slot and key not after query (and ``local``)."""
+    if not local.is_full:
+        return local_mask_mod(seq_idx, local)
 
     def document_causal(
         b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
@@ -56,7 +72,10 @@ def _padded_seq_idx(seq_idx: torch.Tensor, block_size: int) -> torch.Tensor:
 
 
 def block_causal_block_mask(
-    seq_idx: torch.Tensor, *, block_size: int = DEFAULT_BLOCK_SIZE
+    seq_idx: torch.Tensor,
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    local: LocalAttention = FULL_ATTENTION,
 ) -> BlockMask:
     """Return the document-causal ``BlockMask`` of shape ``(B, 1, L, L)``.
 
@@ -64,6 +83,9 @@ def block_causal_block_mask(
         seq_idx: ``(B, L)`` integer slot index per token, non-decreasing along each row
             (``DocumentMetadata.seq_idx``).
         block_size: FlexAttention tile size (128 unless your kernel wants otherwise).
+        local: a sliding window or chunks inside each document (``_windows``); the mask
+            function gets the window/chunk term, tiles beyond reach are skipped and a tile
+            is "full" only when the whole tile lies inside the window and one chunk.
     """
     batch, length = seq_idx.shape
     padded = _padded_seq_idx(seq_idx, block_size)
@@ -85,6 +107,10 @@ def block_causal_block_mask(
         & single_slot[:, None, :]
         & (first[:, :, None] == first[:, None, :])
     )
+    if not local.is_full:
+        any_pair, full = _restrict_tiles(
+            seq_idx, any_pair, full, (tile_starts, tile_ends), block_size, local
+        )
     partial = any_pair & ~full
 
     def to_blocks(sel: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,19 +127,58 @@ def block_causal_block_mask(
         full_num,
         full_idx,
         BLOCK_SIZE=block_size,
-        mask_mod=_mask_mod(padded),
+        mask_mod=_mask_mod(padded, local),
         seq_lengths=(length, length),
     )
 
 
+def _restrict_tiles(
+    seq_idx: torch.Tensor,
+    any_pair: torch.Tensor,
+    full: torch.Tensor,
+    tiles: tuple[torch.Tensor, torch.Tensor],
+    block_size: int,
+    local: LocalAttention,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cut the document-causal tiles down to a window / chunks (see the module docstring).
+
+    A pair may attend only if ``q - k < reach`` (window, or chunk: same chunk of one slot),
+    so a tile whose closest pair is ``>= reach`` apart is skipped. A full tile must have its
+    farthest pair inside the window and its first key and last query in one chunk.
+    """
+    starts, ends = tiles  # (nb,) first and last token of each tile
+    nb = starts.shape[0]
+    qb = torch.arange(nb, device=seq_idx.device).view(nb, 1)
+    kb = qb.view(1, nb)
+    reach = min(x for x in (local.window, local.chunk) if x is not None)
+    nearest = (qb - kb - 1) * block_size + 1  # (nb, nb): q tile start - k tile end
+    farthest = (qb - kb + 1) * block_size - 1
+    any_pair = any_pair & (nearest < reach)
+    if local.window is not None:
+        full = full & (farthest < local.window)
+    if local.chunk is not None:
+        pos = slot_positions(seq_idx)
+        chunk_first = pos[:, starts] // local.chunk  # (B, nb): chunk of each tile's first
+        chunk_last = pos[:, ends] // local.chunk
+        full = full & (chunk_last[:, :, None] == chunk_first[:, None, :])
+        # a pair shares the slot of the query tile's first and the key tile's last token,
+        # so a later chunk there means no pair
+        same = seq_idx[:, starts][:, :, None] == seq_idx[:, ends][:, None, :]
+        any_pair = any_pair & ~(same & (chunk_first[:, :, None] > chunk_last[:, None, :]))
+    return any_pair, full & any_pair
+
+
 def reference_block_mask(
-    seq_idx: torch.Tensor, *, block_size: int = DEFAULT_BLOCK_SIZE
+    seq_idx: torch.Tensor,
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    local: LocalAttention = FULL_ATTENTION,
 ) -> BlockMask:
     """Same mask through ``create_block_mask`` (evaluates all L*L pairs; for tests)."""
     batch, length = seq_idx.shape
     padded = _padded_seq_idx(seq_idx, block_size)
     return create_block_mask(
-        _mask_mod(padded),
+        _mask_mod(padded, local),
         batch,
         None,
         length,

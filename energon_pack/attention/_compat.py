@@ -1,0 +1,271 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Will packing change this model's forward pass? Decided from the config, no forward pass.
+
+Packing is exact when every layer of a model sees each document as if it were alone. That
+holds for full-attention rotary / learned-position models given the document-causal mask and
+reset ``position_ids``, and for sliding-window and chunked layers given masks per layer type
+(``_windows``). It does not hold, on transformers 5.23, for:
+
+==========================  ================================================================
+feature                     why packing would change the result
+==========================  ================================================================
+Mamba / conv / linear       the pure-PyTorch fallbacks scan the whole row and drop ``seq_idx``:
+layers (Bamba, Jamba,       a document starts from the previous document's state
+LFM2, Qwen3-Next, ...)
+LongRoPE                    frequencies switch to the long set when the batch's largest
+                            position id passes ``original_max_position_embeddings``
+dynamic NTK                 frequencies are rescaled from the batch's largest position id
+                            once it passes ``max_position_embeddings``
+Llama 4 attention           NoPE layers scale queries by the *row* index, which reaches
+temperature tuning          ``floor_scale`` only in long rows
+ALiBi in Bloom / Falcon     the bias is built from a 2-D padding mask, so no document mask
+                            can be given (a 4-D mask crashes ``build_alibi_tensor``)
+chunked + flash-attn        flash-attn has no chunked mode
+==========================  ================================================================
+
+The rope cases are exact when no pack can pass the limit: give ``pack_size``. Example::
+
+    >>> from transformers import MistralConfig
+    >>> report = check_model(MistralConfig(sliding_window=8, num_hidden_layers=2), "sdpa")
+    >>> report.layer_types, report.local["sliding_attention"]
+    (('sliding_attention', 'sliding_attention'), LocalAttention(window=8, chunk=None))
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from energon_pack.attention._windows import LAYER_TYPES, LocalAttention
+
+__all__ = ["ModelReport", "PackingNotExactError", "check_model"]
+
+_CPU_IMPLEMENTATIONS = ("sdpa", "eager", "flex_attention")
+_FLASH_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3")
+
+
+class PackingNotExactError(ValueError):
+    """Packing would change this model's forward pass; the message says why and what to do."""
+
+    def __init__(self, feature: str, why: str, remedy: str) -> None:
+        #: The model feature at fault, e.g. ``"LongRoPE"``.
+        self.feature = feature
+        super().__init__(f"packing is not exact for {feature}: {why}. What to do: {remedy}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelReport:
+    """What packing has to do for one model (see :func:`check_model`)."""
+
+    #: ``config.model_type``, e.g. ``"gemma2"``.
+    model_type: str
+    #: The attention implementation checked (``"sdpa"``, ``"eager"``, ...).
+    attn_implementation: str
+    #: Per decoder layer, its type: ``full_attention`` / ``sliding_attention`` /
+    #: ``chunked_attention`` or a non-attention type (``linear_attention``, ``conv``, ...).
+    layer_types: tuple[str, ...]
+    #: The restriction of each attention layer type present (window / chunk inside a document).
+    local: dict[str, LocalAttention]
+    #: rope types in use (``"default"``, ``"yarn"``, ...); empty for models without rope.
+    rope_types: tuple[str, ...]
+    #: Non-attention layer types present (``"linear_attention"``, ``"conv"``, ...).
+    hybrid_layers: tuple[str, ...] = ()
+    #: The model's base forward takes ``attention_mask`` as a mapping per layer type.
+    accepts_mask_mapping: bool = False
+    #: Pack size checked against, when given.
+    pack_size: int | None = None
+    #: Conditions that made a feature exact (e.g. "LongRoPE: pack_size 64 <= 4096").
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def needs_mapping(self) -> bool:
+        """True when layers need different masks (a mapping per layer type)."""
+        return len(set(self.local.values())) > 1
+
+
+def _config_of(model_or_config: Any) -> Any:
+    config = getattr(model_or_config, "config", model_or_config)
+    text = getattr(config, "get_text_config", None)
+    return text(decoder=True) if callable(text) else config
+
+
+def _num_layers(config: Any) -> int:
+    for name in ("num_hidden_layers", "n_layer", "num_layers"):
+        if isinstance(getattr(config, name, None), int):
+            return getattr(config, name)
+    raise ValueError(f"cannot find the number of layers of {type(config).__name__}")
+
+
+def _layer_types(config: Any) -> tuple[str, ...]:
+    types = getattr(config, "layer_types", None)
+    if types:
+        return tuple(types)
+    n = _num_layers(config)
+    if getattr(config, "sliding_window", None) is not None:
+        # Mistral, Phi3, Starcoder2: every layer uses the window
+        return ("sliding_attention",) * n
+    return ("full_attention",) * n
+
+
+def _local_of(config: Any, layer_type: str) -> LocalAttention:
+    if layer_type == "sliding_attention":
+        return LocalAttention(window=int(config.sliding_window))
+    if layer_type == "chunked_attention":
+        return LocalAttention(chunk=int(config.attention_chunk_size))
+    return LocalAttention()
+
+
+def _rope_parameters(config: Any) -> list[dict[str, Any]]:
+    params = getattr(config, "rope_parameters", None)
+    if not isinstance(params, dict):
+        return []
+    if "rope_type" in params:
+        return [params]
+    return [p for p in params.values() if isinstance(p, dict)]
+
+
+@functools.cache
+def _forward_takes_mapping(config_class: type) -> bool:
+    """Whether the base model of ``config_class`` accepts ``attention_mask`` as a dict."""
+    auto = importlib.import_module("transformers.models.auto.modeling_auto")
+    try:
+        model_class = auto.MODEL_MAPPING[config_class]
+        source = inspect.getsource(model_class.forward)
+    except (KeyError, TypeError, OSError):
+        return False
+    return "attention_mask, dict)" in source
+
+
+def _check_hybrid(hybrid: list[str]) -> None:
+    if hybrid:
+        raise PackingNotExactError(
+            f"non-attention layers {hybrid} (Mamba / short-conv / linear attention)",
+            "transformers' PyTorch fallbacks of these layers scan the whole packed row and "
+            "ignore seq_idx, so each document starts from the previous document's state",
+            "train this model unpacked (one document per row, right padding); the CUDA "
+            "kernels (mamba_ssm, causal_conv1d) take seq_idx but energon-pack cannot verify "
+            "them here",
+        )
+
+
+def _check_alibi(config: Any) -> None:
+    model_type = getattr(config, "model_type", "")
+    if model_type == "bloom" or (model_type == "falcon" and getattr(config, "alibi", False)):
+        raise PackingNotExactError(
+            f"ALiBi ({model_type})",
+            "the model builds its ALiBi bias from a 2-D padding mask, so it cannot take a "
+            "document mask (a 4-D mask crashes build_alibi_tensor, a 2-D one lets documents "
+            "attend to each other)",
+            "train this model unpacked, or use a rotary-position variant",
+        )
+
+
+def _check_limit(feature: str, limit: int, pack_size: int | None, notes: list[str]) -> None:
+    """Exact iff no row can reach ``limit`` tokens (positions 0..pack_size-1)."""
+    if pack_size is not None and pack_size <= limit:
+        notes.append(f"{feature}: pack_size {pack_size} <= {limit}")
+        return
+    got = "no pack_size was given" if pack_size is None else f"pack_size is {pack_size}"
+    raise PackingNotExactError(
+        feature,
+        f"the model picks its rotary frequencies (or scales) from the largest position in the "
+        f"batch once it passes {limit}, so a short document packed next to a long one is "
+        f"encoded differently than alone; {got}",
+        f"use packs of at most {limit} tokens (pass pack_size=...), or train unpacked",
+    )
+
+
+def _check_rope(config: Any, pack_size: int | None, notes: list[str]) -> tuple[str, ...]:
+    types = []
+    for params in _rope_parameters(config):
+        rope_type = params.get("rope_type", "default")
+        types.append(rope_type)
+        if rope_type == "longrope":
+            limit = params.get("original_max_position_embeddings") or getattr(
+                config, "original_max_position_embeddings", config.max_position_embeddings
+            )
+            _check_limit("LongRoPE", int(limit), pack_size, notes)
+        elif "dynamic" in rope_type:
+            _check_limit("dynamic NTK rope", int(config.max_position_embeddings), pack_size, notes)
+    return tuple(dict.fromkeys(types))
+
+
+def _check_temperature_tuning(config: Any, pack_size: int | None, notes: list[str]) -> None:
+    no_rope = getattr(config, "no_rope_layers", None) or ()
+    if getattr(config, "attn_temperature_tuning", False) and 0 in no_rope:
+        # scale = log1p(floor((row_index + 1) / floor_scale)) * attn_scale + 1: 1 while < floor
+        _check_limit(
+            "Llama 4 attention temperature tuning", int(config.floor_scale) - 1, pack_size, notes
+        )
+
+
+def _check_flash_chunks(impl: str, local: dict[str, LocalAttention], pack_size: int | None) -> None:
+    chunks = [x.chunk for x in local.values() if x.chunk is not None]
+    if impl in _FLASH_IMPLEMENTATIONS and chunks:
+        if pack_size is not None and pack_size <= min(chunks):
+            return
+        raise PackingNotExactError(
+            "chunked attention with flash-attn",
+            f"flash-attn has no chunked mode and packs may be longer than the chunk "
+            f"({min(chunks)} tokens)",
+            "use sdpa, eager or flex_attention, or packs no longer than the chunk",
+        )
+
+
+def check_model(
+    model_or_config: Any,
+    attn_implementation: str | None = None,
+    *,
+    pack_size: int | None = None,
+) -> ModelReport:
+    """Tell, from the config alone, whether packing is exact for this model, and how.
+
+    Args:
+        model_or_config: a transformers model or its config (multimodal: the text config
+            is checked).
+        attn_implementation: ``"sdpa"``, ``"eager"``, ``"flex_attention"``,
+            ``"flash_attention_2"``/``"3"``; default: the config's own.
+        pack_size: the longest row the model will see (rope scaling and temperature tuning
+            are exact only below their limits).
+
+    Returns a :class:`ModelReport`; raises :class:`PackingNotExactError` naming the feature,
+    why packing would change the result, and what to do (see the module docstring).
+    """
+    config = _config_of(model_or_config)
+    impl = attn_implementation or getattr(config, "_attn_implementation", None) or "sdpa"
+    if impl not in _CPU_IMPLEMENTATIONS + _FLASH_IMPLEMENTATIONS:
+        raise ValueError(
+            f"unknown attn_implementation {impl!r}; choose one of "
+            f"{_CPU_IMPLEMENTATIONS + _FLASH_IMPLEMENTATIONS}"
+        )
+    layer_types = _layer_types(config)
+    present = [t for t in dict.fromkeys(layer_types)]
+    _check_hybrid([t for t in present if t not in LAYER_TYPES])
+    _check_alibi(config)
+    notes: list[str] = []
+    rope_types = _check_rope(config, pack_size, notes)
+    _check_temperature_tuning(config, pack_size, notes)
+    local = {t: _local_of(config, t) for t in present}
+    _check_flash_chunks(impl, local, pack_size)
+    accepts = _forward_takes_mapping(type(config))
+    report = ModelReport(
+        model_type=getattr(config, "model_type", type(config).__name__),
+        attn_implementation=impl,
+        layer_types=layer_types,
+        local=local,
+        rope_types=rope_types,
+        accepts_mask_mapping=accepts,
+        pack_size=pack_size,
+        notes=tuple(notes),
+    )
+    if report.needs_mapping and not accepts and impl not in _FLASH_IMPLEMENTATIONS:
+        raise PackingNotExactError(
+            f"layer types {present} in {report.model_type}",
+            "its layers need different masks but its forward takes a single attention_mask",
+            "use a flash_attention implementation (windows are applied per document), or "
+            "train unpacked",
+        )
+    return report

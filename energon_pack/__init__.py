@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """energon-pack: sequence packing for megatron-energon.
 
-The pure algorithms layer (``pack_lengths``, ``ALGORITHMS``) is imported eagerly and needs only
+The pure algorithms layer (``PackingSpec``, ``pack_lengths``, ``ALGORITHMS``) is imported eagerly and needs only
 NumPy. Everything that needs torch or megatron-energon (metadata, samples, task encoders) is
 imported lazily on first attribute access, so ``import energon_pack.algorithms`` stays light.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from energon_pack.algorithms import ALGORITHMS, pack_lengths
+from energon_pack.algorithms import ALGORITHMS, PackingSpec, pack_lengths
 
 __version__ = "0.1.0"
 
@@ -23,17 +23,17 @@ _LAZY: dict[str, str] = {
     "LLMPackingTaskEncoder": "energon_pack.task_encoders",
     "CaptioningPackingTaskEncoder": "energon_pack.task_encoders",
     "SFTPackingTaskEncoder": "energon_pack.task_encoders",
-    "seeded_stateless": "energon_pack.task_encoders",
+    "seeded_stateless": "energon_pack.encoding",
     "PackingConfig": "energon_pack.task_encoders",
-    "PackingStats": "energon_pack.task_encoders",
-    "SeedSource": "energon_pack.task_encoders",
-    "OverlongSampleError": "energon_pack.task_encoders",
+    "PackingStats": "energon_pack.encoding",
+    "SeedSource": "energon_pack.encoding",
+    "OverlongSampleError": "energon_pack.algorithms",
     "pack_documents": "energon_pack.samples",
     "collate_packs": "energon_pack.samples",
     "document_metadata": "energon_pack.attention",
 }
 
-__all__ = ["ALGORITHMS", "pack_lengths", "__version__", *_LAZY]
+__all__ = ["ALGORITHMS", "PackingSpec", "pack_lengths", "__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -59,6 +59,8 @@ class DocumentMetadata:
     max_seqlen_padded: int
     #: Per row: real document lengths.
     doc_lengths: tuple[tuple[int, ...], ...]
+    #: Per row: document lengths after alignment padding (without the row's tail padding).
+    doc_lengths_padded: tuple[tuple[int, ...], ...]
     #: Per row: slot lengths (alignment padding included, tail padding in the last slot).
     slot_lengths: tuple[tuple[int, ...], ...]
 
@@ -167,5 +169,6 @@ def document_metadata(
         max_seqlen=max(real_flat, default=0),
         max_seqlen_padded=max(slot_flat, default=0),
         doc_lengths=tuple(tuple(r) for r in doc_lengths),
+        doc_lengths_padded=tuple(tuple(r) for r in padded_rows),
         slot_lengths=tuple(slot_rows),
     )

@@ -7,8 +7,14 @@ positions); ``collate_packs`` stacks packs into a :class:`PackedTextBatch`, whos
 each kernel's vocabulary::
 
     pack = pack_documents([doc_a, doc_b])          # tokens (n,), labels (n,), position_ids (n,)
-    batch = collate_packs([pack], pad_to=4096)     # (1, 4096) + cu_seqlens, max_seqlen, ...
+    batch = collate_packs([pack], pad_to=4096)     # (1, 4096) + metadata (cu_seqlens, ...)
     loss = model(**batch.hf_kwargs("sdpa")).loss   # or batch.flash_attn_kwargs(), ...
+
+Each type builds itself (``PackedTextSample.from_documents``, ``PackedTextBatch.from_packs``,
+and the captioning types likewise); ``pack_documents`` / ``collate_packs`` pick the type
+registered for their input. A new modality adds an encoded type, a pack type
+(``document_type = ...``, fields from ``modality_fields``) and a batch type (``pack_type =
+...``): no shared code changes.
 """
 
 from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch, collate_packs
@@ -17,6 +23,7 @@ from energon_pack.samples._packed import (
     IGNORE_INDEX,
     PackedCaptioningSample,
     PackedTextSample,
+    PackLayout,
     pack_documents,
 )
 
@@ -28,6 +35,7 @@ __all__ = [
     "PackedCaptioningSample",
     "PackedTextBatch",
     "PackedTextSample",
+    "PackLayout",
     "collate_packs",
     "pack_documents",
 ]

@@ -1,25 +1,28 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Batches of packs, and the adapters that hand them to attention kernels.
+"""Batches of packs: tokens, labels and one :class:`DocumentMetadata` for all rows.
 
-``collate_packs`` stacks packs into ``(B, L)`` rows, padding each row at the end (to the longest
-pack, to ``pad_to``, or up to a multiple). The tail padding joins the row's last document slot
-(positions continue, segment id 0, label -100), so every kernel sees one consistent layout.
-Example, packs ``[3, 2]`` and ``[4]`` tokens, ``pad_to=6``::
+``PackedTextBatch.from_packs`` stacks packs into ``(B, L)`` rows, padding each row at the end
+(to the longest pack, to ``pad_to``, or up to a multiple). The tail padding joins the row's last
+document slot (positions continue, segment id 0, label -100), so every kernel sees one
+consistent layout. Example, packs ``[3, 2]`` and ``[4]`` tokens, ``pad_to=6``::
 
     row 0: a a a b b p     segment_ids 1 1 1 2 2 0   position_ids 0 1 2 0 1 2
     row 1: c c c c p p     segment_ids 1 1 1 1 0 0   position_ids 0 1 2 3 4 5
     cu_seqlens        [0, 3, 5, 9]          (real lengths, int32)
     cu_seqlens_padded [0, 3, 6, 12]         (offsets in the flattened (B * L,) batch, int32)
 
-Adapters: ``flash_attn_kwargs()``, ``packed_seq_params()``, ``hf_kwargs(...)``,
-``block_mask()``, ``dense_mask()``. Only ``dense_mask()`` (and the sdpa/eager ``hf_kwargs``)
-builds an ``L x L`` object.
+The layout lives in ``batch.metadata`` (read-only shortcuts: ``batch.position_ids``,
+``batch.cu_seqlens``, ...). Adapters, forwarded to :mod:`energon_pack.attention`:
+``flash_attn_kwargs()``, ``packed_seq_params()``, ``hf_kwargs(...)``, ``block_mask()``,
+``dense_mask()``. Only ``dense_mask()`` (and the sdpa/eager ``hf_kwargs``) builds an ``L x L``
+object. A modality's batch type adds its fields in ``modality_fields`` and names the pack type
+it collates (``pack_type``), which registers it: ``collate_packs(packs)`` then picks it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import torch
 from megatron.energon import Batch, edataclass
@@ -36,66 +39,141 @@ from energon_pack.attention import (
     packed_seq_params,
 )
 from energon_pack.samples._packed import IGNORE_INDEX, PackedCaptioningSample, PackedTextSample
+from energon_pack.samples._types import TypeRegistry
 
 __all__ = ["PackedCaptioningBatch", "PackedTextBatch", "collate_packs"]
+
+#: Batch types by the pack type they collate (filled by ``pack_type`` class attributes).
+BATCH_TYPES = TypeRegistry("pack")
 
 
 @edataclass
 class PackedTextBatch(Batch):
     """A batch of ``B`` packs padded to length ``L`` (``D`` documents in total)."""
 
+    #: The pack type this batch type collates; setting it in a subclass registers the subclass.
+    pack_type: ClassVar[type[PackedTextSample]] = PackedTextSample
+
     #: (B, L) int64 token ids; tail padding is ``pad_token_id``.
     tokens: torch.Tensor
     #: (B, L) int64 aligned targets (label[i] = next token of the same document), -100 elsewhere.
     labels: torch.Tensor
-    #: (B, L) int64 positions reset per document; padding continues its slot's count.
-    position_ids: torch.Tensor
-    #: (B, L) int64 1..k per row for real tokens, 0 on padding.
-    segment_ids: torch.Tensor
-    #: (B, L) bool, True at the first token of each document and at the start of padding.
-    document_borders: torch.Tensor
-    #: (B, L) int32 slot index in the flattened batch (Mamba / linear attention ``seq_idx``).
-    seq_idx: torch.Tensor
-    #: (D + 1,) int32 cumulative real document lengths, from 0.
-    cu_seqlens: torch.Tensor
-    #: (D + 1,) int32 slot offsets in the flattened (B * L,) batch; last entry B * L.
-    cu_seqlens_padded: torch.Tensor
-    #: Longest real document, Python int.
-    max_seqlen: int
-    #: Longest slot (document + its padding), Python int.
-    max_seqlen_padded: int
-    #: Per row, real document lengths.
-    doc_lengths: list[list[int]]
-    #: Per row, document lengths after alignment padding (without the row's tail padding).
-    doc_lengths_padded: list[list[int]]
+    #: Document layout of the rows: positions, segment ids, ``cu_seqlens``, lengths, ...
+    metadata: DocumentMetadata
     #: Per row, the member documents' ``__key__``.
     sample_keys: list[list[str]]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # explicit class: zero-argument super() fails in slots dataclasses before Python 3.14
+        super(PackedTextBatch, cls).__init_subclass__(**kwargs)  # noqa: UP008
+        if "pack_type" in cls.__dict__:
+            BATCH_TYPES.register(cls.pack_type, cls)
+
+    # -- read-only views of the metadata -------------------------------------------------------
+
     @property
-    def metadata(self) -> DocumentMetadata:
-        """The batch's document metadata as one object (no recomputation)."""
-        length = self.tokens.shape[1]
-        slots = []
-        for padded in self.doc_lengths_padded:
-            row = list(padded)
-            row[-1] += length - sum(padded)
-            slots.append(tuple(row))
-        return DocumentMetadata(
-            position_ids=self.position_ids,
-            segment_ids=self.segment_ids,
-            document_borders=self.document_borders,
-            seq_idx=self.seq_idx,
-            cu_seqlens=self.cu_seqlens,
-            cu_seqlens_padded=self.cu_seqlens_padded,
-            max_seqlen=self.max_seqlen,
-            max_seqlen_padded=self.max_seqlen_padded,
-            doc_lengths=tuple(tuple(r) for r in self.doc_lengths),
-            slot_lengths=tuple(slots),
+    def position_ids(self) -> torch.Tensor:
+        """(B, L) int64 positions reset per document; padding continues its slot's count."""
+        return self.metadata.position_ids
+
+    @property
+    def segment_ids(self) -> torch.Tensor:
+        """(B, L) int64 1..k per row for real tokens, 0 on padding."""
+        return self.metadata.segment_ids
+
+    @property
+    def document_borders(self) -> torch.Tensor:
+        """(B, L) bool, True at the first token of each document and at the start of padding."""
+        return self.metadata.document_borders
+
+    @property
+    def seq_idx(self) -> torch.Tensor:
+        """(B, L) int32 slot index in the flattened batch (Mamba / linear attention)."""
+        return self.metadata.seq_idx
+
+    @property
+    def cu_seqlens(self) -> torch.Tensor:
+        """(D + 1,) int32 cumulative real document lengths, from 0."""
+        return self.metadata.cu_seqlens
+
+    @property
+    def cu_seqlens_padded(self) -> torch.Tensor:
+        """(D + 1,) int32 slot offsets in the flattened (B * L,) batch; last entry B * L."""
+        return self.metadata.cu_seqlens_padded
+
+    @property
+    def max_seqlen(self) -> int:
+        """Longest real document, Python int."""
+        return self.metadata.max_seqlen
+
+    @property
+    def max_seqlen_padded(self) -> int:
+        """Longest slot (document + its padding), Python int."""
+        return self.metadata.max_seqlen_padded
+
+    @property
+    def doc_lengths(self) -> list[list[int]]:
+        """Per row, real document lengths."""
+        return [list(row) for row in self.metadata.doc_lengths]
+
+    @property
+    def doc_lengths_padded(self) -> list[list[int]]:
+        """Per row, document lengths after alignment padding (without the row's tail padding)."""
+        return [list(row) for row in self.metadata.doc_lengths_padded]
+
+    # -- building ------------------------------------------------------------------------------
+
+    @classmethod
+    def from_packs(
+        cls,
+        packs: Sequence[PackedTextSample],
+        *,
+        pad_to: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        pad_token_id: int = 0,
+    ) -> Self:
+        """Stack packs of this type's ``pack_type`` into a batch (see the module docstring).
+
+        Args:
+            packs: the packs (one pack type).
+            pad_to: row length ``L`` (the pack size); default: the longest pack.
+            pad_to_multiple_of: round ``L`` up to a multiple of this (e.g. 128 for tensor cores).
+            pad_token_id: token id of the tail padding.
+        """
+        _check_packs(cls, packs)
+        length = _row_length(packs, pad_to, pad_to_multiple_of)
+        tokens = torch.full((len(packs), length), pad_token_id, dtype=torch.int64)
+        labels = torch.full((len(packs), length), IGNORE_INDEX, dtype=torch.int64)
+        for r, p in enumerate(packs):
+            tokens[r, : p.length] = p.tokens
+            labels[r, : p.length] = p.labels
+        sources = [s for p in packs for s in (p.__sources__ or ())]
+        return cls(
+            __key__=[p.__key__ for p in packs],
+            __restore_key__=(),
+            __subflavors__=[p.__subflavors__ for p in packs],
+            __sources__=tuple(sources) if sources else None,
+            tokens=tokens,
+            labels=labels,
+            metadata=document_metadata(
+                [p.doc_lengths for p in packs],
+                length=length,
+                doc_lengths_padded=[p.doc_lengths_padded for p in packs],
+            ),
+            sample_keys=[list(p.sample_keys) for p in packs],
+            **cls.modality_fields(packs, length),
         )
 
-    def flash_attn_kwargs(self) -> dict[str, Any]:
+    @classmethod
+    def modality_fields(cls, packs: Sequence[PackedTextSample], length: int) -> dict[str, Any]:
+        """Hook: the fields a modality adds for rows of ``length`` tokens (text: none)."""
+        return {}
+
+    # -- kernel adapters (energon_pack.attention) ----------------------------------------------
+
+    def flash_attn_kwargs(self, **options: Any) -> dict[str, Any]:
         """``flash_attn_varlen_func`` kwargs; see :func:`energon_pack.attention.flash_attn_kwargs`."""
-        return flash_attn_kwargs(self.metadata)
+        return flash_attn_kwargs(self.metadata, **options)
 
     def packed_seq_params(self) -> Any:
         """Megatron-Core ``PackedSeqParams``; see :func:`energon_pack.attention.packed_seq_params`."""
@@ -117,9 +195,15 @@ class PackedTextBatch(Batch):
         return dense_mask(self.metadata)
 
 
+BATCH_TYPES.register(PackedTextSample, PackedTextBatch)
+
+
 @edataclass
 class PackedCaptioningBatch(PackedTextBatch):
     """A batch of captioning packs."""
+
+    #: Collates captioning packs (registers this type for them).
+    pack_type: ClassVar[type[PackedTextSample]] = PackedCaptioningSample
 
     #: (num_patches, patch_dim) float32, all images of the batch in row-major pack order.
     pixel_values: torch.Tensor
@@ -131,6 +215,19 @@ class PackedCaptioningBatch(PackedTextBatch):
     #: (3, B, L) int64 mRoPE positions (padding continues the count), or None.
     mrope_position_ids: torch.Tensor | None = None
 
+    @classmethod
+    def modality_fields(  # type: ignore[override]
+        cls, packs: Sequence[PackedCaptioningSample], length: int
+    ) -> dict[str, Any]:
+        """Images in row-major pack order, spans in batch coordinates, stacked mRoPE ids."""
+        spans = [p.image_spans.view(-1, 2) + r * length for r, p in enumerate(packs)]
+        return {
+            "pixel_values": torch.cat([p.pixel_values for p in packs]),
+            "image_grid_thw": torch.cat([p.image_grid_thw.view(-1, 3) for p in packs]),
+            "image_spans": torch.cat(spans),
+            "mrope_position_ids": _stack_mrope(packs, length),
+        }
+
     def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
         """Text kwargs plus ``pixel_values``, ``image_grid_thw`` and, when built, the mRoPE
         ``position_ids`` of shape (3, B, L)."""
@@ -141,6 +238,38 @@ class PackedCaptioningBatch(PackedTextBatch):
         if self.mrope_position_ids is not None:
             kwargs["position_ids"] = self.mrope_position_ids
         return kwargs
+
+
+def _stack_mrope(packs: Sequence[PackedCaptioningSample], length: int) -> torch.Tensor | None:
+    """(3, B, L) mRoPE ids, tail padding continuing each row's count; None if no pack has them."""
+    missing = [p.__key__ for p in packs if p.mrope_position_ids is None]
+    if missing and len(missing) < len(packs):
+        raise ValueError(
+            f"pack {missing[0]!r} has no mrope_position_ids but other packs of the batch do; "
+            "build every pack with the same mrope=True/False"
+        )
+    if missing:
+        return None
+    mrope = torch.empty(3, len(packs), length, dtype=torch.int64)
+    for r, p in enumerate(packs):
+        assert p.mrope_position_ids is not None
+        n = p.length
+        mrope[:, r, :n] = p.mrope_position_ids
+        # padding continues the count after the row's largest position
+        mrope[:, r, n:] = p.mrope_position_ids.max() + 1 + torch.arange(length - n)
+    return mrope
+
+
+def _check_packs(cls: type[PackedTextBatch], packs: Sequence[PackedTextSample]) -> None:
+    if len(packs) == 0:
+        raise ValueError("collate_packs got no packs; a batch needs at least one")
+    for p in packs:
+        if not isinstance(p, PackedTextSample):
+            raise ValueError(
+                f"collate_packs: {getattr(p, '__key__', p)!r} is a {type(p).__name__}, not a "
+                "pack; build packs with pack_documents (with energon: set packing_buffer_size)"
+            )
+    BATCH_TYPES.check(cls, packs, cls.pack_type)
 
 
 def _row_length(packs: Sequence[PackedTextSample], pad_to: int | None, multiple: int | None) -> int:
@@ -165,81 +294,15 @@ def collate_packs(
     pad_to: int | None = None,
     pad_to_multiple_of: int | None = None,
     pad_token_id: int = 0,
-) -> PackedTextBatch | PackedCaptioningBatch:
-    """Stack packs into a batch, padding rows at the end (see the module docstring).
+) -> PackedTextBatch:
+    """Collate packs into the batch type registered for their type (see ``BATCH_TYPES``).
 
-    Args:
-        packs: the packs (all text or all captioning).
-        pad_to: row length ``L`` (the pack size); default: the longest pack.
-        pad_to_multiple_of: round ``L`` up to a multiple of this (e.g. 128 for tensor cores).
-        pad_token_id: token id of the tail padding.
+    Text packs give a :class:`PackedTextBatch`, captioning packs a
+    :class:`PackedCaptioningBatch`. Arguments as in :meth:`PackedTextBatch.from_packs`.
     """
     if len(packs) == 0:
         raise ValueError("collate_packs got no packs; a batch needs at least one")
-    for p in packs:
-        if not isinstance(p, PackedTextSample):
-            raise ValueError(
-                f"collate_packs: {getattr(p, '__key__', p)!r} is a {type(p).__name__}, not a "
-                "pack; build packs with pack_documents (with energon: set packing_buffer_size)"
-            )
-    captioning = isinstance(packs[0], PackedCaptioningSample)
-    if any(isinstance(p, PackedCaptioningSample) != captioning for p in packs):
-        raise ValueError("collate_packs got text and captioning packs mixed in one batch")
-    length = _row_length(packs, pad_to, pad_to_multiple_of)
-    meta = document_metadata(
-        [p.doc_lengths for p in packs],
-        length=length,
-        doc_lengths_padded=[p.doc_lengths_padded for p in packs],
-    )
-    batch = len(packs)
-    tokens = torch.full((batch, length), pad_token_id, dtype=torch.int64)
-    labels = torch.full((batch, length), IGNORE_INDEX, dtype=torch.int64)
-    for r, p in enumerate(packs):
-        tokens[r, : p.length] = p.tokens
-        labels[r, : p.length] = p.labels
-    sources = [s for p in packs for s in (p.__sources__ or ())]
-    fields: dict[str, Any] = {
-        "__key__": [p.__key__ for p in packs],
-        "__restore_key__": (),
-        "__subflavors__": [p.__subflavors__ for p in packs],
-        "__sources__": tuple(sources) if sources else None,
-        "tokens": tokens,
-        "labels": labels,
-        "position_ids": meta.position_ids,
-        "segment_ids": meta.segment_ids,
-        "document_borders": meta.document_borders,
-        "seq_idx": meta.seq_idx,
-        "cu_seqlens": meta.cu_seqlens,
-        "cu_seqlens_padded": meta.cu_seqlens_padded,
-        "max_seqlen": meta.max_seqlen,
-        "max_seqlen_padded": meta.max_seqlen_padded,
-        "doc_lengths": [list(p.doc_lengths) for p in packs],
-        "doc_lengths_padded": [list(p.doc_lengths_padded) for p in packs],
-        "sample_keys": [list(p.sample_keys) for p in packs],
-    }
-    if not captioning:
-        return PackedTextBatch(**fields)
-    caps: Sequence[PackedCaptioningSample] = packs  # type: ignore[assignment]
-    spans = torch.cat([p.image_spans.view(-1, 2) + r * length for r, p in enumerate(caps)])
-    mrope = None
-    missing = [p.__key__ for p in caps if p.mrope_position_ids is None]
-    if missing and len(missing) < len(caps):
-        raise ValueError(
-            f"pack {missing[0]!r} has no mrope_position_ids but other packs of the batch do; "
-            "build every pack with the same mrope=True/False"
-        )
-    if not missing:
-        mrope = torch.empty(3, batch, length, dtype=torch.int64)
-        for r, p in enumerate(caps):
-            assert p.mrope_position_ids is not None
-            n = p.length
-            mrope[:, r, :n] = p.mrope_position_ids
-            # padding continues the count after the row's largest position
-            mrope[:, r, n:] = p.mrope_position_ids.max() + 1 + torch.arange(length - n)
-    return PackedCaptioningBatch(
-        **fields,
-        pixel_values=torch.cat([p.pixel_values for p in caps]),
-        image_grid_thw=torch.cat([p.image_grid_thw.view(-1, 3) for p in caps]),
-        image_spans=spans,
-        mrope_position_ids=mrope,
+    batch_type = BATCH_TYPES.lookup(type(packs[0])) or PackedTextBatch
+    return batch_type.from_packs(
+        packs, pad_to=pad_to, pad_to_multiple_of=pad_to_multiple_of, pad_token_id=pad_token_id
     )

@@ -14,13 +14,18 @@ token. Example, documents ``[5, 6, 7]`` and ``[8, 9]`` (all targets in the loss)
 With ``alignment=4`` each document is padded to a multiple of 4 (``doc_lengths_padded=[4, 4]``)
 with ``pad_token_id``, label -100, and positions that continue the document's count. Packs are
 unpadded at the end; ``collate_packs`` pads rows to a common length.
+
+Each pack type builds itself: ``PackedTextSample.from_documents(docs)``,
+``PackedCaptioningSample.from_documents(docs, mrope=True)``. A modality's pack type adds its
+fields in ``modality_fields`` and names the document type it holds (``document_type``), which
+registers it: ``pack_documents(docs)`` then picks it from the documents' type.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar, NamedTuple, Self
 
 import numpy as np
 import torch
@@ -28,16 +33,41 @@ from megatron.energon import Sample, edataclass
 
 from energon_pack.attention import aligned_lengths, mrope_position_ids, position_ids_from_lengths
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample
+from energon_pack.samples._types import TypeRegistry
 
-__all__ = ["IGNORE_INDEX", "PackedCaptioningSample", "PackedTextSample", "pack_documents"]
+__all__ = [
+    "IGNORE_INDEX",
+    "PackLayout",
+    "PackedCaptioningSample",
+    "PackedTextSample",
+    "pack_documents",
+]
 
 #: Label value of positions without a target (PyTorch's and Hugging Face's ignore_index).
 IGNORE_INDEX = -100
+
+#: Pack types by the document type they hold (filled by ``document_type`` class attributes).
+PACK_TYPES = TypeRegistry("document")
+
+
+class PackLayout(NamedTuple):
+    """Where the documents lie in a pack: lengths ``[3, 2]``, alignment 4 -> padded ``[4, 4]``,
+    starts ``[0, 4]``."""
+
+    #: Real document lengths, in order.
+    lengths: list[int]
+    #: Lengths after alignment padding.
+    padded: list[int]
+    #: Offset of each document in the pack.
+    starts: list[int]
 
 
 @edataclass
 class PackedTextSample(Sample):
     """One pack of text documents (unpadded; collation pads)."""
+
+    #: The document type this pack type holds; setting it in a subclass registers the subclass.
+    document_type: ClassVar[type[EncodedSample]] = EncodedSample
 
     #: (n,) int64 token ids, n = sum(doc_lengths_padded).
     tokens: torch.Tensor
@@ -53,15 +83,80 @@ class PackedTextSample(Sample):
     #: ``__key__`` of each member document, in order.
     sample_keys: list[str]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # explicit class: zero-argument super() fails in slots dataclasses before Python 3.14
+        super(PackedTextSample, cls).__init_subclass__(**kwargs)  # noqa: UP008
+        if "document_type" in cls.__dict__:
+            PACK_TYPES.register(cls.document_type, cls)
+
     @property
     def length(self) -> int:
         """Number of tokens of the pack (alignment padding included)."""
         return int(self.tokens.shape[0])
 
+    @classmethod
+    def from_documents(
+        cls,
+        samples: Sequence[EncodedSample],
+        *,
+        alignment: int = 1,
+        pad_token_id: int = 0,
+        **options: Any,
+    ) -> Self:
+        """Concatenate encoded documents into one pack of this type.
+
+        Args:
+            samples: the documents, in pack order (all of this type's ``document_type``).
+            alignment: pad every document to a multiple of this (2 * context-parallel size).
+            pad_token_id: token id of alignment padding.
+            **options: the modality's options (see :meth:`modality_fields`).
+
+        ``__key__`` is the member keys joined by ``","``, ``__restore_key__=()`` (energon sets
+        it), ``__subflavors__`` the first member's, ``__sources__`` the members' (deduplicated,
+        in order). Example: documents ``[5, 6, 7]`` and ``[8, 9]`` give tokens
+        ``[5, 6, 7, 8, 9]``, labels ``[6, 7, -100, 9, -100]``.
+        """
+        lengths = _check_documents(cls, samples)
+        padded = aligned_lengths(lengths, alignment)
+        layout = PackLayout(lengths, padded, list(itertools.accumulate(padded, initial=0))[:-1])
+        tokens, labels = _tokens_and_labels(samples, layout, pad_token_id)
+        keys = [s.__key__ for s in samples]
+        return cls(
+            __key__=",".join(keys),
+            __restore_key__=(),
+            __subflavors__=samples[0].__subflavors__,
+            __sources__=_sources(samples),
+            tokens=tokens,
+            labels=labels,
+            position_ids=position_ids_from_lengths(padded),
+            doc_lengths=lengths,
+            doc_lengths_padded=padded,
+            sample_keys=keys,
+            **cls.modality_fields(samples, layout, **options),
+        )
+
+    @classmethod
+    def modality_fields(
+        cls, samples: Sequence[EncodedSample], layout: PackLayout, **options: Any
+    ) -> dict[str, Any]:
+        """Hook: the fields a modality adds to the text fields (text: none, no options)."""
+        if options:
+            raise TypeError(
+                f"{cls.__name__}.from_documents() got unexpected options {sorted(options)}; "
+                "they belong to another pack type (mrope: PackedCaptioningSample)"
+            )
+        return {}
+
+
+PACK_TYPES.register(EncodedSample, PackedTextSample)
+
 
 @edataclass
 class PackedCaptioningSample(PackedTextSample):
     """One pack of captioning documents."""
+
+    #: Holds captioning documents (registers this type for them).
+    document_type: ClassVar[type[EncodedSample]] = EncodedCaptioningSample
 
     #: (num_patches, patch_dim) float32, pixel_values of all images of the pack, in pack order.
     pixel_values: torch.Tensor
@@ -72,12 +167,45 @@ class PackedCaptioningSample(PackedTextSample):
     #: (3, n) int64 mRoPE (temporal, height, width) positions reset per document, or None.
     mrope_position_ids: torch.Tensor | None = None
 
+    @classmethod
+    def modality_fields(  # type: ignore[override]
+        cls,
+        samples: Sequence[EncodedCaptioningSample],
+        layout: PackLayout,
+        *,
+        mrope: bool = False,
+        spatial_merge_size: int = 2,
+    ) -> dict[str, Any]:
+        """Images in pack order, spans shifted to pack coordinates and, with ``mrope=True``, the
+        ``(3, n)`` mRoPE positions of each document (``spatial_merge_size``: the vision
+        tower's spatial merge)."""
+        spans = [s.image_spans.view(-1, 2) + st for s, st in zip(samples, layout.starts)]
+        mrope_ids = None
+        if mrope:
+            per_document = [
+                mrope_position_ids(
+                    ln,
+                    s.image_spans.view(-1, 2),
+                    s.image_grid_thw.view(-1, 3),
+                    spatial_merge_size=spatial_merge_size,
+                    padded_length=pl,
+                )
+                for s, ln, pl in zip(samples, layout.lengths, layout.padded)
+            ]
+            mrope_ids = torch.cat(per_document, dim=1)
+        return {
+            "pixel_values": torch.cat([s.pixel_values for s in samples]),
+            "image_grid_thw": torch.cat([s.image_grid_thw.view(-1, 3) for s in samples]),
+            "image_spans": torch.cat(spans).to(torch.int64),
+            "mrope_position_ids": mrope_ids,
+        }
 
-def _check(samples: Sequence[EncodedSample]) -> tuple[bool, list[int]]:
-    """Validate the documents; return (captioning?, lengths)."""
+
+def _check_documents(cls: type[PackedTextSample], samples: Sequence[EncodedSample]) -> list[int]:
+    """Validate the documents for pack type ``cls``; return their lengths."""
     if len(samples) == 0:
         raise ValueError("pack_documents got no samples; a pack needs at least one document")
-    captioning = isinstance(samples[0], EncodedCaptioningSample)
+    PACK_TYPES.check(cls, samples, cls.document_type)
     lengths = []
     for s in samples:
         shape = s.tokens.shape
@@ -86,13 +214,8 @@ def _check(samples: Sequence[EncodedSample]) -> tuple[bool, list[int]]:
                 f"sample {s.__key__!r}: tokens {tuple(shape)} and loss_mask "
                 f"{tuple(s.loss_mask.shape)} must be equal non-empty 1-D shapes"
             )
-        if isinstance(s, EncodedCaptioningSample) != captioning:
-            raise ValueError(
-                f"sample {s.__key__!r} mixes text and captioning documents in one pack; "
-                "encode every document of a dataset with the same sample type"
-            )
         lengths.append(shape[0])
-    return captioning, lengths
+    return lengths
 
 
 def _sources(samples: Sequence[Sample]) -> tuple[Any, ...] | None:
@@ -113,80 +236,40 @@ def _aligned_labels(tokens: np.ndarray, loss_mask: np.ndarray, lengths: list[int
     return labels
 
 
-def pack_documents(
-    samples: Sequence[EncodedSample],
-    *,
-    alignment: int = 1,
-    pad_token_id: int = 0,
-    mrope: bool = False,
-    spatial_merge_size: int = 2,
-) -> PackedTextSample | PackedCaptioningSample:
-    """Concatenate encoded documents into one pack.
-
-    Args:
-        samples: the documents, in pack order (all text or all captioning).
-        alignment: pad every document to a multiple of this (2 * context-parallel size for CP).
-        pad_token_id: token id of alignment padding.
-        mrope: also build ``(3, n)`` mRoPE position ids (captioning packs only).
-        spatial_merge_size: the vision tower's spatial merge, for mRoPE.
-
-    Returns a :class:`PackedCaptioningSample` for captioning documents, else a
-    :class:`PackedTextSample`, with ``__key__`` the member keys joined by ``","``,
-    ``__restore_key__=()`` (energon sets it), the first member's ``__subflavors__`` and the
-    members' ``__sources__`` (deduplicated, in order).
-    """
-    captioning, lengths = _check(samples)
-    padded = aligned_lengths(lengths, alignment)
+def _tokens_and_labels(
+    samples: Sequence[EncodedSample], layout: PackLayout, pad_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Concatenated tokens and aligned labels, alignment padding included."""
     # NumPy for the per-token work: its small ops cost ~1 us where torch's cost ~5-10 us
     tokens = torch.cat([s.tokens for s in samples]).numpy()
-    labels = _aligned_labels(tokens, torch.cat([s.loss_mask for s in samples]).numpy(), lengths)
-    starts = list(itertools.accumulate(padded, initial=0))[:-1]
-    if padded != lengths:
-        n = sum(padded)
-        real = np.concatenate([np.arange(st, st + ln) for st, ln in zip(starts, lengths)])
+    mask = torch.cat([s.loss_mask for s in samples]).numpy()
+    labels = _aligned_labels(tokens, mask, layout.lengths)
+    if layout.padded != layout.lengths:
+        n = sum(layout.padded)
+        real = np.concatenate(
+            [np.arange(st, st + ln) for st, ln in zip(layout.starts, layout.lengths)]
+        )
         out_tokens = np.full(n, pad_token_id, dtype=tokens.dtype)
         out_tokens[real] = tokens
         out_labels = np.full(n, IGNORE_INDEX, dtype=np.int64)
         out_labels[real] = labels
         tokens, labels = out_tokens, out_labels
-    keys = [s.__key__ for s in samples]
-    common: dict[str, Any] = {
-        "__key__": ",".join(keys),
-        "__restore_key__": (),
-        "__subflavors__": samples[0].__subflavors__,
-        "__sources__": _sources(samples),
-        "tokens": torch.from_numpy(tokens),
-        "labels": torch.from_numpy(labels),
-        "position_ids": position_ids_from_lengths(padded),
-        "doc_lengths": lengths,
-        "doc_lengths_padded": padded,
-        "sample_keys": keys,
-    }
-    if not captioning:
-        if mrope:
-            raise ValueError("mrope=True needs captioning documents (EncodedCaptioningSample)")
-        return PackedTextSample(**common)
-    caps: Sequence[EncodedCaptioningSample] = samples  # type: ignore[assignment]
-    spans = torch.cat([s.image_spans.view(-1, 2) + st for s, st in zip(caps, starts)])
-    mrope_ids = None
-    if mrope:
-        mrope_ids = torch.cat(
-            [
-                mrope_position_ids(
-                    ln,
-                    s.image_spans.view(-1, 2),
-                    s.image_grid_thw.view(-1, 3),
-                    spatial_merge_size=spatial_merge_size,
-                    padded_length=pl,
-                )
-                for s, ln, pl in zip(caps, lengths, padded)
-            ],
-            dim=1,
-        )
-    return PackedCaptioningSample(
-        **common,
-        pixel_values=torch.cat([s.pixel_values for s in caps]),
-        image_grid_thw=torch.cat([s.image_grid_thw.view(-1, 3) for s in caps]),
-        image_spans=spans.to(torch.int64),
-        mrope_position_ids=mrope_ids,
+    return torch.from_numpy(tokens), torch.from_numpy(labels)
+
+
+def pack_documents(
+    samples: Sequence[EncodedSample], *, alignment: int = 1, pad_token_id: int = 0, **options: Any
+) -> PackedTextSample:
+    """Pack documents into the pack type registered for their type (see ``PACK_TYPES``).
+
+    ``pack_documents([text_doc, ...])`` is ``PackedTextSample.from_documents(...)``;
+    captioning documents give a :class:`PackedCaptioningSample` (``mrope=True``,
+    ``spatial_merge_size=2`` are its options). Arguments as in
+    :meth:`PackedTextSample.from_documents`.
+    """
+    if len(samples) == 0:
+        raise ValueError("pack_documents got no samples; a pack needs at least one document")
+    pack_type = PACK_TYPES.lookup(type(samples[0])) or PackedTextSample
+    return pack_type.from_documents(
+        samples, alignment=alignment, pad_token_id=pad_token_id, **options
     )

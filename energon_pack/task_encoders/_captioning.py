@@ -22,13 +22,19 @@ augmentations: it runs seeded, so ``restore_sample`` and resume reproduce them.
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from megatron.energon import CaptioningSample
 
 from energon_pack.encoding import DocumentTokenizer
-from energon_pack.samples import EncodedCaptioningSample
+from energon_pack.samples import (
+    EncodedCaptioningSample,
+    PackedCaptioningBatch,
+    PackedCaptioningSample,
+    PackedTextBatch,
+    PackedTextSample,
+)
 from energon_pack.task_encoders._base import PackingTaskEncoder
 
 __all__ = ["CaptioningPackingTaskEncoder", "to_pil_image"]
@@ -77,6 +83,10 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
 
     #: Raw bytes reach ``encode_sample``: images are decoded (and errors reported) there.
     decoder = None
+    #: Packs hold the images of their documents.
+    pack_type: ClassVar[type[PackedTextSample]] = PackedCaptioningSample
+    #: Batches hold the images of their packs.
+    batch_type: ClassVar[type[PackedTextBatch]] = PackedCaptioningBatch
 
     def __init__(
         self,
@@ -99,6 +109,10 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         self.spatial_merge_size = int(getattr(image_processor, "merge_size", 2))
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
+
+    def pack_options(self) -> dict[str, Any]:
+        """``mrope`` and the image processor's ``spatial_merge_size``, for each pack."""
+        return {"mrope": self.mrope, "spatial_merge_size": self.spatial_merge_size}
 
     def augment_image(self, image: Any) -> Any:
         """Hook for (random) augmentations of the PIL image; runs seeded. Default: identity."""

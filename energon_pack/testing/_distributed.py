@@ -177,17 +177,25 @@ def _feed(h: Any, value: Any) -> None:
         h.update(f"L{len(value)}".encode())
         for v in value:
             _feed(h, v)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        _feed_fields(h, value)  # e.g. a batch's DocumentMetadata
     else:
         h.update(repr(value).encode())
 
 
-def item_digest(item: Any) -> str:
-    """SHA-256 over every dataclass field of ``item`` except ``__restore_key__`` (hex)."""
-    h = hashlib.sha256(type(item).__name__.encode())
+def _feed_fields(h: Any, item: Any) -> None:
+    h.update(type(item).__name__.encode())
     for f in dataclasses.fields(item):
         if f.name != "__restore_key__":
             h.update(f.name.encode())
             _feed(h, getattr(item, f.name))
+
+
+def item_digest(item: Any) -> str:
+    """SHA-256 over every dataclass field of ``item`` (nested dataclasses included) except
+    ``__restore_key__`` (hex)."""
+    h = hashlib.sha256()
+    _feed_fields(h, item)
     return h.hexdigest()
 
 

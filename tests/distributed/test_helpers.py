@@ -47,6 +47,14 @@ def test_digest_sees_every_field_but_the_restore_key() -> None:
     assert item_digest(wide) != item_digest(pack)
 
 
+def test_digest_descends_into_the_batch_metadata() -> None:
+    batch = collate_packs([pack_documents([doc("a", [2, 7, 3])])], pad_to=4096)
+    seg = batch.metadata.segment_ids.clone()
+    seg[0, 2048] = 5  # in the middle that a tensor's repr leaves out
+    meta = dataclasses.replace(batch.metadata, segment_ids=seg)
+    assert item_digest(dataclasses.replace(batch, metadata=meta)) != item_digest(batch)
+
+
 def test_item_record_of_a_pack_and_of_a_batch() -> None:
     packs = [
         pack_documents([doc("a", [2, 7, 3]), doc("b", [2, 9, 9, 3])], alignment=2),

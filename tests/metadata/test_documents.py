@@ -37,6 +37,13 @@ def test_alignment_padding_inside_slots() -> None:
     assert m.cu_seqlens.tolist() == [0, 3, 5]
     assert m.cu_seqlens_padded.tolist() == [0, 4, 8]
     assert (m.max_seqlen, m.max_seqlen_padded) == (3, 4)
+    # with 4 tail pads: the slots grow, the aligned document lengths do not
+    m = document_metadata([[3, 2]], length=12, doc_lengths_padded=[[4, 4]])
+    assert (m.doc_lengths, m.doc_lengths_padded, m.slot_lengths) == (
+        ((3, 2),),
+        ((4, 4),),
+        ((4, 8),),
+    )
 
 
 def test_two_rows_offsets_run_over_the_flattened_batch() -> None:

@@ -127,11 +127,29 @@ def test_captioning_pack_shifts_spans_and_builds_mrope_per_document() -> None:
         ([], {}, "no samples"),
         ([doc("a", [])], {}, "non-empty"),
         ([doc("a", [1, 2], [1])], {}, "non-empty 1-D"),
-        ([doc("a", [1]), cap("b", 2, [], [])], {}, "mixes text and captioning"),
-        ([doc("a", [1])], {"mrope": True}, "captioning"),
+        # a text pack would drop the captioning document's images
+        ([doc("a", [1]), cap("b", 2, [], [])], {}, "'b' is a EncodedCaptioningSample.*mix"),
+        ([cap("a", 2, [], []), doc("b", [1])], {}, "'b' is a EncodedSample.*mix"),
+        ([object()], {}, "is a object"),
         ([doc("a", [1])], {"alignment": 0}, "alignment"),
     ],
 )
 def test_bad_inputs_raise(samples, kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         pack_documents(samples, **kwargs)
+
+
+def test_options_belong_to_their_pack_type() -> None:
+    with pytest.raises(TypeError, match=r"PackedTextSample.*\['mrope'\]"):
+        pack_documents([doc("a", [1])], mrope=True)
+
+
+def test_each_pack_type_builds_itself_and_refuses_other_documents() -> None:
+    a = cap("a", 6, [[1, 5]], [[1, 4, 4]])
+    pack = PackedCaptioningSample.from_documents([a], alignment=4, mrope=True)
+    assert torch.equal(pack.tokens, pack_documents([a], alignment=4, mrope=True).tokens)
+    assert pack.doc_lengths_padded == [8]
+    with pytest.raises(ValueError, match="would lose its fields"):
+        PackedTextSample.from_documents([a])
+    with pytest.raises(ValueError, match="holds EncodedCaptioningSamples"):
+        PackedCaptioningSample.from_documents([doc("b", [1, 2])])

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
 
-from energon_pack.samples import EncodedSample, pack_documents
+from energon_pack.samples import EncodedSample, collate_packs, pack_documents
 from energon_pack.testing import assert_each_sample_once, assert_same_item
 
 
@@ -72,6 +74,23 @@ def test_same_item_names_the_differing_field_of_a_pack() -> None:
     c = pack_documents([_document("a", [1, 2, 3]), _document("c", [4, 5])])
     with pytest.raises(AssertionError, match=r"pack\.__key__"):
         assert_same_item(a, c, what="pack")
+
+
+def test_same_item_descends_into_the_batch_metadata() -> None:
+    def batch() -> Any:
+        docs = [_document("a", [1, 2, 3]), _document("b", [4, 5])]
+        return collate_packs([pack_documents(docs)], pad_to=8)
+
+    assert_same_item(batch(), batch())
+    a, b = batch(), batch()
+    meta = dataclasses.replace(b.metadata, max_seqlen=4)
+    with pytest.raises(AssertionError, match=r"batch\.metadata\.max_seqlen: 3 != 4"):
+        assert_same_item(a, dataclasses.replace(b, metadata=meta), what="batch")
+    seq_idx = b.metadata.seq_idx.clone()
+    seq_idx[0, -1] = 7
+    meta = dataclasses.replace(b.metadata, seq_idx=seq_idx)
+    with pytest.raises(AssertionError, match=r"batch\.metadata\.seq_idx: tensors differ"):
+        assert_same_item(a, dataclasses.replace(b, metadata=meta), what="batch")
 
 
 def test_same_item_loose_keys_compares_restore_key_shape_only() -> None:

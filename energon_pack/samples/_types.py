@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Which container type holds which member type: pack types by document type, batch types by
+pack type. A new modality adds its types and they register themselves; no shared code changes.
+
+Each container class names its member type in a class attribute (``PackedTextSample
+.document_type``, ``PackedTextBatch.pack_type``); defining it registers the class. A lookup
+takes the nearest registered base of the member's type, so a pack subclass that only adds
+fields (``finalize_pack``) still collates as its base. Example::
+
+    docs = TypeRegistry("document")
+    docs.register(EncodedSample, PackedTextSample)
+    docs.register(EncodedCaptioningSample, PackedCaptioningSample)
+    docs.lookup(MyCaptioningDoc)       # -> PackedCaptioningSample (nearest registered base)
+    docs.check(PackedTextSample, [captioning_doc])   # ValueError: it would lose its images
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["TypeRegistry"]
+
+
+class TypeRegistry:
+    """Container types by member type (see the module docstring)."""
+
+    def __init__(self, member: str) -> None:
+        #: What a member is called in messages ("document", "pack").
+        self.member = member
+        self._types: dict[type, type] = {}
+
+    def register(self, member_type: type, container: type) -> None:
+        """``container`` holds ``member_type`` (the latest registration wins)."""
+        self._types[member_type] = container
+
+    def lookup(self, member_type: type) -> type | None:
+        """The container registered for ``member_type`` or its nearest base, or None."""
+        return next((self._types[t] for t in member_type.__mro__ if t in self._types), None)
+
+    def check(self, container: type, members: Iterable[Any], member_type: type) -> None:
+        """Raise ValueError unless ``container`` can hold every member without losing fields.
+
+        A member fits when it is a ``member_type`` and ``container`` is (a subclass of) the
+        container registered for the member's own type.
+        """
+        for m in members:
+            own = self.lookup(type(m))
+            if own is not None and isinstance(m, member_type) and issubclass(container, own):
+                continue
+            key = getattr(m, "__key__", m)
+            wanted = f"; it belongs in a {own.__name__}" if own is not None else ""
+            raise ValueError(
+                f"{self.member} {key!r} is a {type(m).__name__}: a {container.__name__} holds "
+                f"{member_type.__name__}s and would lose its fields{wanted}. Do not mix "
+                f"{self.member} types in one {container.__name__}."
+            )

@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -67,7 +68,9 @@ def command(
     try:
         check_dataset(dataset)
         # energon prints shard slices to stdout; keep stdout for the report (and --json).
-        with contextlib.redirect_stdout(sys.stderr):
+        # energon asks torch for pinned memory; on a CPU-only machine torch warns about it.
+        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*pin_memory.*", category=UserWarning)
             result = analyze_dataset(
                 dataset,
                 str(tokenizer),

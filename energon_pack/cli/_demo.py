@@ -10,7 +10,9 @@ Runs offline on a CPU in about a minute (see :mod:`energon_pack.tools._demo` for
       ...
       resume          PASS: 20 batches after the saved state identical (keys and tokens)
 
-Exit code 1 when the resume check fails.
+``--out DIR`` keeps what the demo made: ``DIR/corpus.jsonl`` (the documents, one JSON object
+per line, ready for ``energon-pack make-dataset``), ``DIR/tokenizer``, ``DIR/dataset`` and
+``DIR/loader_state.pt``. Exit code 1 when the resume check fails.
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ import click
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Keep the tokenizer, dataset and loader state here (default: a temp dir, removed).",
+    help="Keep the corpus (corpus.jsonl), tokenizer, dataset and loader state here "
+    "(default: a temp dir, removed).",
 )
 @click.option("--steps", type=click.IntRange(min=2), default=40, show_default=True)
 @click.option("--pack-size", type=click.IntRange(min=16), default=512, show_default=True)
 @click.option("--buffer-size", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--documents", type=click.IntRange(min=1), default=2000, show_default=True)
-@click.option("--no-progress", is_flag=True, help="Hide the progress bars.")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bars (energon's too).")
 def command(
     out: Path | None,
     steps: int,
@@ -47,6 +50,10 @@ def command(
     """Pack standard-library text, train a tiny LM on CPU, check save/resume, print a report."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if no_progress:
+        # energon's "Filling reading buffer" bar has no switch; tqdm reads TQDM_DISABLE when it
+        # is imported, which happens below (the CLI imports no tqdm before its command runs).
+        os.environ["TQDM_DISABLE"] = "1"
     from energon_pack.tools import DemoConfig, run_demo
 
     start = time.perf_counter()

@@ -63,15 +63,16 @@ def warn_if_buffer_too_small(lengths: Sequence[int], pack_size: int, buffer_size
 
 
 def _internal_prefixes() -> tuple[str, ...]:
-    """Directories whose frames a warning skips: energon-pack, energon, torch, the stdlib."""
+    """Directories whose frames a warning skips: energon-pack, energon, torch, tqdm, the stdlib."""
     import contextlib
 
     import megatron.energon
     import torch
+    import tqdm
 
     import energon_pack
 
-    modules = (energon_pack, megatron.energon, torch, contextlib)
+    modules = (energon_pack, megatron.energon, torch, tqdm, contextlib)
     return tuple(os.path.dirname(m.__file__) + os.sep for m in modules if m.__file__)
 
 

@@ -5,7 +5,8 @@ Everything runs offline on a CPU in about a minute, on text that every Python in
 
 1. **Text.** :func:`stdlib_documents` reads the standard library's ``.py`` files with ``ast``:
    each module docstring and each top-level function or method becomes one document (a few
-   dozen to a few thousand characters: a realistic mix of short and over-long documents).
+   dozen to a few thousand characters: a realistic mix of short and over-long documents),
+   written to ``corpus.jsonl`` (:func:`write_corpus`) for ``energon-pack make-dataset``.
 2. **Tokenizer.** :func:`energon_pack.tools._tokenizer_training.train_bpe_tokenizer` trains a
    byte-level BPE (vocab 2048) on that text and saves it as a transformers tokenizer.
 3. **Dataset.** The documents become an energon ``TextSample`` webdataset (tar shards +
@@ -27,6 +28,7 @@ tokens.
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 import sys
 import sysconfig
@@ -46,6 +48,7 @@ __all__ = [
     "naive_padding_fill",
     "run_demo",
     "stdlib_documents",
+    "write_corpus",
 ]
 
 
@@ -142,7 +145,11 @@ class DemoReport:
             "  phases          "
             + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.timings.items()),
             f"  files           {self.out}"
-            + ("" if c.out is not None else " (temporary, removed; pass --out DIR to keep)"),
+            + (
+                ": corpus.jsonl, tokenizer/, dataset/, loader_state.pt"
+                if c.out is not None
+                else " (temporary, removed; pass --out DIR to keep)"
+            ),
         ]
 
 
@@ -175,6 +182,14 @@ def stdlib_documents(limit: int = 2000) -> list[str]:
     if not docs:
         raise RuntimeError(f"found no Python sources under {root}; is the stdlib installed?")
     return docs[:limit]
+
+
+def write_corpus(path: Path, texts: list[str]) -> Path:
+    """``texts`` as JSONL, one ``{"text": ...}`` per line: the input ``make-dataset`` reads."""
+    with path.open("w", encoding="utf-8") as f:
+        for text in texts:
+            f.write(json.dumps({"text": text}) + "\n")
+    return path
 
 
 def naive_padding_fill(lengths: list[int], pack_size: int) -> float:
@@ -225,7 +240,7 @@ MARKER = ".energon-pack-demo"
 
 def _claim_output_dir(out: Path) -> None:
     """Create ``out``; clear an earlier demo's files there, refuse anything else."""
-    ours = ("dataset", "tokenizer", "loader_state.pt")
+    ours = ("corpus.jsonl", "dataset", "tokenizer", "loader_state.pt")
     if out.exists() and any((out / name).exists() for name in ours):
         if not (out / MARKER).exists():
             raise ValueError(
@@ -280,6 +295,7 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
         t0 = time.perf_counter()
         echo(f"[1/5] reading standard-library sources ({config.documents} documents)")
         texts = stdlib_documents(config.documents)
+        write_corpus(out / "corpus.jsonl", texts)
         echo(f"[2/5] training a byte-level BPE tokenizer (vocab {config.vocab_size})")
         tok_dir = train_bpe_tokenizer(out / "tokenizer", texts, vocab_size=config.vocab_size)
         from transformers import AutoTokenizer

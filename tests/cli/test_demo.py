@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -111,3 +112,8 @@ def test_demo_subprocess_passes_and_reports(tmp_path: Path) -> None:
     assert (tmp_path / "demo" / "tokenizer" / "tokenizer.json").exists()
     assert (tmp_path / "demo" / "dataset" / ".nv-meta" / "dataset.yaml").exists()
     assert (tmp_path / "demo" / "loader_state.pt").exists()
+    corpus = (tmp_path / "demo" / "corpus.jsonl").read_text().splitlines()
+    assert len(corpus) == 400 and all(json.loads(line)["text"] for line in corpus)
+    # --no-progress hides energon's bar too (tqdm writes "it/s" and "%|")
+    assert "Filling reading buffer" not in proc.stderr and "it/s" not in proc.stderr
+    assert proc.stderr.splitlines()[0].startswith("[1/5]"), proc.stderr

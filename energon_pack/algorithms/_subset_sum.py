@@ -80,7 +80,7 @@ def subset_sum(
                 reach = (reach | reach << (c * x)) & full
                 m -= c
                 c <<= 1
-        if (reach >> goal) & 1:
+        if reach.bit_length() > goal and (reach >> goal) & 1:
             break
     s = _nearest(reach >> lo, goal - lo)
     if s is None:

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from energon_pack.algorithms import round_up
+
 __all__ = ["DocumentMetadata", "aligned_lengths", "document_metadata", "position_ids_from_lengths"]
 
 
@@ -69,9 +71,7 @@ def aligned_lengths(doc_lengths: Sequence[int], alignment: int) -> list[int]:
     """Round each length up to a multiple of ``alignment``: ``([3, 2, 1], 4) -> [4, 4, 4]``."""
     if alignment < 1:
         raise ValueError(f"alignment must be >= 1, got {alignment}")
-    if alignment == 1:
-        return list(doc_lengths)
-    return [-(-n // alignment) * alignment for n in doc_lengths]
+    return [round_up(n, alignment) for n in doc_lengths]
 
 
 def position_ids_from_lengths(slot_lengths: Sequence[int]) -> torch.Tensor:

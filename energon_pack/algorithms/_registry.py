@@ -6,6 +6,7 @@ Every algorithm is a function ``(lengths, capacity, max_samples_per_pack) -> bin
 it. :func:`~energon_pack.algorithms.pack_lengths` validates and aligns the lengths with a
 :class:`~energon_pack.algorithms.PackingSpec`, looks its ``algorithm`` up here and calls it::
 
+    >>> from energon_pack.algorithms import pack_lengths
     >>> pack_lengths([6, 5, 3, 4], 10, algorithm="next_fit")
     [[0], [1, 2], [3]]
     >>> pack_lengths([6, 5, 3, 4], 10, algorithm="first_fit_decreasing")

@@ -39,6 +39,7 @@ per-document losses (tested against per-document runs).
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -105,11 +106,18 @@ def packed_seq_params(meta: DocumentMetadata) -> Any:
     ``cu_seqlens_*``: ``(D + 1,)`` int32; ``max_seqlen_*``: Python int.
     """
     fields = packed_seq_params_fields(meta)
+    cls = _packed_seq_params_class()
+    return fields if cls is None else cls(**fields)
+
+
+@functools.cache
+def _packed_seq_params_class() -> Any:
+    """Megatron-Core's ``PackedSeqParams`` or None; looked up once (a failed import costs
+    ~30 us, every training step)."""
     try:
-        module = importlib.import_module("megatron.core.packed_seq_params")
+        return importlib.import_module("megatron.core.packed_seq_params").PackedSeqParams
     except ImportError:
-        return fields
-    return module.PackedSeqParams(**fields)
+        return None
 
 
 def block_mask(meta: DocumentMetadata, *, block_size: int = DEFAULT_BLOCK_SIZE) -> BlockMask:

@@ -29,10 +29,13 @@ class TypeRegistry:
         #: What a member is called in messages ("document", "pack").
         self.member = member
         self._types: dict[type, type] = {}
+        # (container, member's type, member_type) -> fits; checks run once per pack and batch
+        self._fits: dict[tuple[type, type, type], bool] = {}
 
     def register(self, member_type: type, container: type) -> None:
         """``container`` holds ``member_type`` (the latest registration wins)."""
         self._types[member_type] = container
+        self._fits.clear()
 
     def lookup(self, member_type: type) -> type | None:
         """The container registered for ``member_type`` or its nearest base, or None."""
@@ -45,8 +48,11 @@ class TypeRegistry:
         container registered for the member's own type.
         """
         for m in members:
+            if self._fits.get((container, type(m), member_type)):
+                continue
             own = self.lookup(type(m))
             if own is not None and isinstance(m, member_type) and issubclass(container, own):
+                self._fits[container, type(m), member_type] = True
                 continue
             key = getattr(m, "__key__", m)
             wanted = f"; it belongs in a {own.__name__}" if own is not None else ""

@@ -56,7 +56,14 @@ def main() -> None:
         for i, n in enumerate(lengths)
     ]
     pack = pack_documents(docs)
+    packs = [pack] * 8
     meta = document_metadata([lengths], length=args.pack_size)
+    batch = collate_packs(packs, pad_to=args.pack_size)
+
+    def adapters() -> None:
+        batch.flash_attn_kwargs()
+        batch.packed_seq_params()
+        batch.hf_kwargs("flash_attention_2")
 
     def pack_and_metadata() -> None:
         p = pack_documents(docs)
@@ -68,6 +75,8 @@ def main() -> None:
         ("document_metadata (1 row)", lambda: document_metadata([lengths], length=args.pack_size)),
         ("pack_documents + document_metadata  [bar]", pack_and_metadata),
         ("collate_packs (1 pack, pad_to)", lambda: collate_packs([pack], pad_to=args.pack_size)),
+        ("collate_packs (8 packs, pad_to)", lambda: collate_packs(packs, pad_to=args.pack_size)),
+        ("flash + THD + HF flash kwargs (8 rows)", adapters),
         ("block_mask (FlexAttention, 128 tiles)", lambda: block_causal_block_mask(meta.seq_idx)),
     ]
     print(f"pack_size={args.pack_size} docs={args.docs} repeat={args.repeat} threads=1")

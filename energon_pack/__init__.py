@@ -1,43 +1,99 @@
 # SPDX-License-Identifier: Apache-2.0
 """energon-pack: sequence packing for megatron-energon.
 
-The pure algorithms layer (``PackingSpec``, ``pack_lengths``, ``ALGORITHMS``) is imported eagerly and needs only
-NumPy. Everything that needs torch or megatron-energon (metadata, samples, task encoders) is
-imported lazily on first attribute access, so ``import energon_pack.algorithms`` stays light.
+The public API is the names below; everything else lives in the layer packages
+(``energon_pack.algorithms``, ``.attention``, ``.samples``, ``.encoding``, ``.wrappers``,
+``.task_encoders``, ``.tools``, ``.testing``), whose implementation modules are private::
+
+    from energon_pack import CarryOver, LLMPackingTaskEncoder
+    encoder = LLMPackingTaskEncoder(tokenizer_dir, pack_size=4096, carry_over=CarryOver())
+
+The rule: one name per concept, each name at home in exactly one layer package and re-exported
+here unchanged. The pure layer (``PackingSpec``, ``pack_lengths``, ``simulate``, ...) is imported
+eagerly and needs only NumPy; names that need torch or megatron-energon are imported on first
+access, so ``import energon_pack`` (and the ``simulate`` command) stays light. Type checkers see
+every name through the ``TYPE_CHECKING`` imports, which mirror ``_LAZY`` (a test keeps them equal).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from energon_pack.algorithms import ALGORITHMS, PackingSpec, pack_lengths
+from energon_pack.algorithms import (
+    ALGORITHMS,
+    CarryOver,
+    OverlongPolicy,
+    OverlongSampleError,
+    PackingSpec,
+    pack_lengths,
+    simulate,
+)
+
+if TYPE_CHECKING:
+    from energon_pack.attention import PackingNotExactError, check_model
+    from energon_pack.encoding import PackingStats, SmallPackingBufferWarning, seeded_stateless
+    from energon_pack.samples import EncodedSample, PackedTextBatch, PackedTextSample
+    from energon_pack.task_encoders import (
+        CaptioningPackingTaskEncoder,
+        LLMPackingTaskEncoder,
+        PackingConfig,
+        PackingTaskEncoder,
+        SFTPackingTaskEncoder,
+    )
 
 __version__ = "0.1.0"
 
-# name -> submodule that defines it (imported on first access)
+#: name -> the layer package that defines it (imported on first access).
 _LAZY: dict[str, str] = {
-    "CarryOver": "energon_pack.algorithms",
-    "OverlongPolicy": "energon_pack.algorithms",
-    "PackingTaskEncoder": "energon_pack.task_encoders",
-    "LLMPackingTaskEncoder": "energon_pack.task_encoders",
-    "CaptioningPackingTaskEncoder": "energon_pack.task_encoders",
-    "SFTPackingTaskEncoder": "energon_pack.task_encoders",
-    "seeded_stateless": "energon_pack.encoding",
-    "PackingConfig": "energon_pack.task_encoders",
+    "check_model": "energon_pack.attention",
+    "PackingNotExactError": "energon_pack.attention",
     "PackingStats": "energon_pack.encoding",
-    "SeedSource": "energon_pack.encoding",
-    "OverlongSampleError": "energon_pack.algorithms",
-    "pack_documents": "energon_pack.samples",
-    "collate_packs": "energon_pack.samples",
-    "document_metadata": "energon_pack.attention",
+    "SmallPackingBufferWarning": "energon_pack.encoding",
+    "seeded_stateless": "energon_pack.encoding",
+    "EncodedSample": "energon_pack.samples",
+    "PackedTextBatch": "energon_pack.samples",
+    "PackedTextSample": "energon_pack.samples",
+    "CaptioningPackingTaskEncoder": "energon_pack.task_encoders",
+    "LLMPackingTaskEncoder": "energon_pack.task_encoders",
+    "PackingConfig": "energon_pack.task_encoders",
+    "PackingTaskEncoder": "energon_pack.task_encoders",
+    "SFTPackingTaskEncoder": "energon_pack.task_encoders",
 }
 
-__all__ = ["ALGORITHMS", "PackingSpec", "pack_lengths", "__version__", *_LAZY]
+__all__ = [
+    "ALGORITHMS",
+    "CaptioningPackingTaskEncoder",
+    "CarryOver",
+    "check_model",
+    "EncodedSample",
+    "LLMPackingTaskEncoder",
+    "OverlongPolicy",
+    "OverlongSampleError",
+    "pack_lengths",
+    "PackedTextBatch",
+    "PackedTextSample",
+    "PackingConfig",
+    "PackingNotExactError",
+    "PackingSpec",
+    "PackingStats",
+    "PackingTaskEncoder",
+    "seeded_stateless",
+    "SFTPackingTaskEncoder",
+    "simulate",
+    "SmallPackingBufferWarning",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'energon_pack' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

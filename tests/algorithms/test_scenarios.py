@@ -6,17 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from energon_pack.algorithms import (
-    ALGORITHMS,
-    DEFAULT_EFFORT,
-    SEARCH_EFFORT,
-    RepairEffort,
-    fill_counts,
-    fill_room,
-    lower_bound,
-    martello_toth_l2,
-    pack_lengths,
-)
+from energon_pack.algorithms import ALGORITHMS, lower_bound, pack_lengths
+from energon_pack.algorithms._bounds import martello_toth_l2
+from energon_pack.algorithms._repair import DEFAULT_EFFORT, SEARCH_EFFORT, RepairEffort
+from energon_pack.algorithms._subset_sum import fill_counts, fill_room
 
 
 def test_next_fit_closes_pack_when_next_sample_does_not_fit() -> None:

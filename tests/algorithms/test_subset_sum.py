@@ -8,8 +8,12 @@ import itertools
 import numpy as np
 import pytest
 
-from energon_pack.algorithms import fill_counts, fill_room
-from energon_pack.algorithms._subset_sum import subset_positions, subset_sum
+from energon_pack.algorithms._subset_sum import (
+    fill_counts,
+    fill_room,
+    subset_positions,
+    subset_sum,
+)
 
 
 def test_docstring_trace() -> None:

@@ -23,6 +23,7 @@ from energon_pack.testing._distributed import (
     run_torchrun,
     write_rank_result,
 )
+from energon_pack.testing._documents import make_document
 from energon_pack.testing._encoders import (
     LengthTextEncoder,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "item_record",
     "LengthTextEncoder",
     "make_captioning_dataset",
+    "make_document",
     "make_image_processor",
     "make_jsonl_dataset",
     "make_loader",

@@ -9,26 +9,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from energon_pack.samples import EncodedSample, collate_packs, pack_documents
+from energon_pack.samples import collate_packs, pack_documents
 from energon_pack.testing import (
     TorchrunError,
     item_digest,
     item_record,
+    make_document,
     read_rank_results,
     run_torchrun,
     write_rank_result,
 )
 
-
-def doc(key: str, tokens: list[int]) -> EncodedSample:
-    return EncodedSample(
-        __key__=key,
-        __restore_key__=(),
-        __subflavors__=None,
-        __sources__=None,
-        tokens=torch.tensor(tokens),
-        loss_mask=torch.ones(len(tokens), dtype=torch.bool),
-    )
+doc = make_document
 
 
 def test_digest_sees_every_field_but_the_restore_key() -> None:

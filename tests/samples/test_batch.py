@@ -17,11 +17,11 @@ from energon_pack.samples import (
     collate_packs,
     pack_documents,
 )
+from energon_pack.testing import make_document
 
 
 def doc(key: str, n: int, start: int = 1) -> EncodedSample:
-    t = torch.arange(start, start + n)
-    return EncodedSample(__key__=key, __restore_key__=(), tokens=t, loss_mask=torch.ones(n).bool())
+    return make_document(key, range(start, start + n))
 
 
 def test_worked_example_two_packs_padded_to_six() -> None:

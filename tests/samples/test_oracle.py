@@ -17,7 +17,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from energon_pack.samples import EncodedSample, collate_packs, pack_documents  # noqa: E402
-from energon_pack.testing import document_logits, document_loss  # noqa: E402
+from energon_pack.testing import document_logits, document_loss, make_document  # noqa: E402
 from energon_pack.tools import tiny_causal_lm  # noqa: E402
 
 VOCAB = 97
@@ -29,9 +29,7 @@ def _docs(seed: int, lengths: list[int]) -> list[EncodedSample]:
     for i, n in enumerate(lengths):
         tokens = torch.randint(0, VOCAB, (n,), generator=gen)
         mask = torch.rand(n, generator=gen) < 0.8
-        out.append(
-            EncodedSample(__key__=f"d{i}", __restore_key__=(), tokens=tokens, loss_mask=mask)
-        )
+        out.append(make_document(f"d{i}", tokens, mask))
     return out
 
 

@@ -10,17 +10,13 @@ import torch
 
 from energon_pack.samples import (
     EncodedCaptioningSample,
-    EncodedSample,
     PackedCaptioningSample,
     PackedTextSample,
     pack_documents,
 )
+from energon_pack.testing import make_document
 
-
-def doc(key: str, tokens: list[int], mask: list[int] | None = None, **extra) -> EncodedSample:
-    t = torch.tensor(tokens, dtype=torch.int64)
-    m = torch.ones_like(t, dtype=torch.bool) if mask is None else torch.tensor(mask).bool()
-    return EncodedSample(__key__=key, __restore_key__=(), tokens=t, loss_mask=m, **extra)
+doc = make_document
 
 
 def test_worked_example_labels_never_cross_documents() -> None:

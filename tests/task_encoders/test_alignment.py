@@ -19,6 +19,7 @@ import torch
 
 from energon_pack.samples import IGNORE_INDEX, EncodedSample
 from energon_pack.task_encoders import LLMPackingTaskEncoder
+from energon_pack.testing import make_document
 from energon_pack.tools import make_loader
 
 BOS, EOS, PAD = 2, 3, 0  # ids of the test tokenizer's specials
@@ -26,14 +27,7 @@ PACK_SIZE = 48  # a multiple of 4 and 12; the corpus has documents longer than 3
 
 
 def doc(key: str, tokens: list[int]) -> EncodedSample:
-    return EncodedSample(
-        __key__=key,
-        __restore_key__=(),
-        __subflavors__=None,
-        __sources__=None,
-        tokens=torch.tensor(tokens, dtype=torch.int64),
-        loss_mask=torch.tensor([False] + [True] * (len(tokens) - 1)),
-    )
+    return make_document(key, tokens, [False] + [True] * (len(tokens) - 1))
 
 
 def test_pack_selected_samples_with_alignment_2_hand_worked(tokenizer_dir) -> None:

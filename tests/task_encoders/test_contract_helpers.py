@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from energon_pack.samples import EncodedSample, collate_packs, pack_documents
-from energon_pack.testing import assert_each_sample_once, assert_same_item
+from energon_pack.testing import assert_each_sample_once, assert_same_item, make_document
 
 
 def packs(*members: list[str]) -> list[SimpleNamespace]:
@@ -51,12 +51,7 @@ def test_same_item_compares_tensors_bit_for_bit() -> None:
 
 
 def _document(key: str, tokens: list[int], restore_key: tuple = ()) -> EncodedSample:
-    return EncodedSample(
-        __key__=key,
-        __restore_key__=restore_key,
-        tokens=torch.tensor(tokens),
-        loss_mask=torch.ones(len(tokens), dtype=torch.bool),
-    )
+    return make_document(key, tokens, __restore_key__=restore_key)
 
 
 def test_same_item_descends_into_two_equal_but_distinct_packs() -> None:

@@ -16,9 +16,17 @@ Example: 2 text tokens, one image of grid ``(1, 4, 4)`` with ``m = 2`` (4 tokens
     width     0 1 | 2 3 2 3 | 4
 
 In a pack, each document starts again at 0, and padding tokens continue the text count.
+
+Videos are runs too. Their temporal row steps by a *time interval* per temporal patch
+(``time_intervals``): 1 for Qwen2-VL, ``tokens_per_second * second_per_grid_t`` for
+Qwen2.5-VL (``(arange(t) * interval).long()``, as ``get_vision_position_ids`` does). A video of
+grid ``(2, 2, 2)`` (2 temporal patches, 1 token each) with interval 50 at position 3 gives
+temporal ``3, 53`` and height/width ``3, 3``; the text after it starts at ``3 + 1 = 4``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
@@ -32,6 +40,7 @@ def mrope_position_ids(
     *,
     spatial_merge_size: int = 2,
     padded_length: int | None = None,
+    time_intervals: Sequence[float] | None = None,
 ) -> torch.Tensor:
     """Return the ``(3, padded_length)`` int64 mRoPE position ids of one document.
 
@@ -42,6 +51,9 @@ def mrope_position_ids(
         image_grid_thw: ``(num_images, 3)`` int64 ``(t, h, w)`` patch grid before the merge.
         spatial_merge_size: the vision tower's spatial merge ``m`` (2 for Qwen2-VL).
         padded_length: slot length (>= ``length``); padding continues the text count.
+        time_intervals: per run, the temporal step of one temporal patch (default 1 each:
+            images, and Qwen2-VL videos; Qwen2.5-VL videos: ``tokens_per_second *
+            second_per_grid_t``).
     """
     total = length if padded_length is None else padded_length
     if total < length:
@@ -51,6 +63,11 @@ def mrope_position_ids(
     if len(spans) != len(grids):
         raise ValueError(
             f"{len(spans)} image spans but {len(grids)} image_grid_thw rows; give one per image"
+        )
+    intervals = [1.0] * len(spans) if time_intervals is None else list(time_intervals)
+    if len(intervals) != len(spans):
+        raise ValueError(
+            f"{len(spans)} spans but {len(intervals)} time_intervals; give one per run"
         )
     m = spatial_merge_size
     out = torch.empty(3, total, dtype=torch.int64)
@@ -71,7 +88,8 @@ def mrope_position_ids(
         if start > cursor:
             out[:, cursor:start] = torch.arange(pos, pos + start - cursor)
             pos += start - cursor
-        tt = torch.arange(t).view(t, 1, 1).expand(t, gh, gw)
+        # the model's own expression: (arange(t) * interval).long(), then + start
+        tt = (torch.arange(t) * intervals[i]).long().view(t, 1, 1).expand(t, gh, gw)
         hh = torch.arange(gh).view(1, gh, 1).expand(t, gh, gw)
         ww = torch.arange(gw).view(1, 1, gw).expand(t, gh, gw)
         out[:, start:end] = torch.stack([tt, hh, ww]).reshape(3, -1) + pos

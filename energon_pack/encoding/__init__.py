@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Support the task encoders share: seeded stateless hooks, tokenization, the over-long
-policy applied to documents, packing statistics and the small-buffer check.
+policy applied to documents, packing statistics, the small-buffer check, and media (images
+and video frames through a processor, placeholder tokens expanded to exact counts).
 
 Nothing here is an energon ``TaskEncoder``; the encoders in :mod:`energon_pack.task_encoders` are
 built from these pieces.
@@ -10,6 +11,17 @@ from energon_pack.encoding._buffer_size import (
     SmallPackingBufferWarning,
     small_buffer_message,
     warn_if_buffer_too_small,
+)
+from energon_pack.encoding._errors import (
+    FatalOverlongSampleError,
+    SkipCounter,
+    counting_skips,
+)
+from energon_pack.encoding._media import (
+    MediaProcessor,
+    ProcessedMedia,
+    expand_placeholders,
+    to_pil_image,
 )
 from energon_pack.encoding._overlong import (
     OverlongSampleError,
@@ -24,6 +36,7 @@ from energon_pack.encoding._stateless import (
 from energon_pack.encoding._stats import (
     PackingStats,
     logger,
+    restoring_item,
 )
 from energon_pack.encoding._tokenization import (
     DocumentTokenizer,
@@ -33,17 +46,25 @@ from energon_pack.encoding._tokenization import (
 
 __all__ = [
     "apply_overlong_policy",
+    "counting_skips",
     "current_seed_args",
     "DocumentTokenizer",
+    "expand_placeholders",
+    "FatalOverlongSampleError",
     "load_tokenizer",
     "logger",
     "masked_document",
+    "MediaProcessor",
     "OverlongSampleError",
     "PackingStats",
+    "ProcessedMedia",
+    "restoring_item",
     "seeded_stateless",
     "SeedSource",
+    "SkipCounter",
     "slice_document",
     "small_buffer_message",
     "SmallPackingBufferWarning",
+    "to_pil_image",
     "warn_if_buffer_too_small",
 ]

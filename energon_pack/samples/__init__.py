@@ -14,11 +14,18 @@ Each type builds itself (``PackedTextSample.from_documents``, ``PackedTextBatch.
 and the captioning types likewise); ``pack_documents`` / ``collate_packs`` pick the type
 registered for their input. A new modality adds an encoded type, a pack type
 (``document_type = ...``, fields from ``modality_fields``) and a batch type (``pack_type =
-...``): no shared code changes.
+...``): no shared code changes. The multimodal types (any number of images and videos per
+document, text-only documents too) are built that way.
 """
 
 from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch, collate_packs
+from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample
+from energon_pack.samples._multimodal import (
+    EncodedMultimodalSample,
+    PackedMultimodalBatch,
+    PackedMultimodalSample,
+)
 from energon_pack.samples._packed import (
     IGNORE_INDEX,
     PackedCaptioningSample,
@@ -30,11 +37,15 @@ from energon_pack.samples._packed import (
 __all__ = [
     "IGNORE_INDEX",
     "EncodedCaptioningSample",
+    "EncodedMultimodalSample",
     "EncodedSample",
     "PackedCaptioningBatch",
     "PackedCaptioningSample",
+    "PackedMultimodalBatch",
+    "PackedMultimodalSample",
     "PackedTextBatch",
     "PackedTextSample",
+    "PackingCounts",
     "PackLayout",
     "collate_packs",
     "pack_documents",

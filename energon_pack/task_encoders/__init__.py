@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""energon task encoders that pack: a generic base and ready encoders for text, captioning, SFT.
+"""energon task encoders that pack: a generic base and ready encoders for text, captioning, SFT,
+VQA and conversations with images and videos.
 
 Drop one into energon and set a packing buffer::
 
@@ -18,21 +19,37 @@ process.
 
 from energon_pack.task_encoders._base import PackingConfig, PackingTaskEncoder
 from energon_pack.task_encoders._captioning import CaptioningPackingTaskEncoder, to_pil_image
+from energon_pack.task_encoders._conversation import (
+    ConversationPackingTaskEncoder,
+    ConversationSample,
+    cook_conversation,
+    normalize_conversation,
+)
 from energon_pack.task_encoders._llm import LLMPackingTaskEncoder, cook_text
+from energon_pack.task_encoders._multimodal import Message, MultimodalPackingTaskEncoder
 from energon_pack.task_encoders._sft import (
     PromptResponseSample,
     SFTPackingTaskEncoder,
     cook_prompt_response,
 )
+from energon_pack.task_encoders._vqa import VQAPackingTaskEncoder, vqa_conversations
 
 __all__ = [
     "CaptioningPackingTaskEncoder",
+    "ConversationPackingTaskEncoder",
+    "ConversationSample",
     "LLMPackingTaskEncoder",
+    "Message",
+    "MultimodalPackingTaskEncoder",
     "PackingConfig",
     "PackingTaskEncoder",
     "PromptResponseSample",
     "SFTPackingTaskEncoder",
+    "VQAPackingTaskEncoder",
+    "cook_conversation",
     "cook_prompt_response",
     "cook_text",
+    "normalize_conversation",
     "to_pil_image",
+    "vqa_conversations",
 ]

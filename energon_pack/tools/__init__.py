@@ -39,6 +39,11 @@ from energon_pack.tools._tokenizer_training import (
     BPE_SPECIAL_TOKENS,
     train_bpe_tokenizer,
 )
+from energon_pack.tools._vlm_datasets import (
+    make_conversation_dataset,
+    make_vqa_dataset,
+    read_llava_records,
+)
 
 __all__ = [
     "AnalysisResult",
@@ -51,12 +56,15 @@ __all__ = [
     "DemoConfig",
     "DemoReport",
     "make_captioning_dataset",
+    "make_conversation_dataset",
     "make_jsonl_dataset",
     "make_loader",
     "make_text_dataset",
+    "make_vqa_dataset",
     "naive_padding_fill",
     "plot_analysis",
     "prepare_dataset",
+    "read_llava_records",
     "recommend_buffer_size",
     "run_demo",
     "sample_key",

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Media for the multimodal encoders: images and video frames through a Qwen2-VL-style processor,
+and placeholder tokens expanded to the exact count the vision tower produces.
+
+The language model sees ``t * h * w / merge**2`` placeholder tokens per image or video, where
+``(t, h, w)`` is the processor's patch grid. :class:`MediaProcessor` returns the pixel rows and
+grids; :func:`expand_placeholders` replaces each single placeholder token of a rendered
+conversation with that many copies (the loss mask gets ``False`` there) and records the spans.
+Example, one 64x48 image (grid ``(1, 4, 4)``, merge 2 -> 4 tokens)::
+
+    ids   <s> <user> <img> what ?      ->   <s> <user> <img> <img> <img> <img> what ?
+    spans                                    [[2, 6]]
+
+Videos: a list of frames (PIL images, encoded bytes or tensors). With a transformers video
+processor (it needs torchvision) it is used as is; without one, each frame goes through the
+image processor and frames are grouped ``temporal_patch_size`` at a time into the same patch
+layout as ``Qwen2VLVideoProcessor`` (``(t, h/m, w/m, m, m, C, T, p, p)`` rows; an odd last
+frame is repeated). The pixels then differ from the video processor's only by the resize kernel
+(PIL's instead of torchvision's); the grid and the token count are the same.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["MediaProcessor", "ProcessedMedia", "expand_placeholders", "to_pil_image"]
+
+
+def to_pil_image(image: Any, *, key: str) -> Any:
+    """``image`` (encoded bytes, PIL image, or ``(C, H, W)`` tensor) as an RGB PIL image."""
+    from PIL import Image
+
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        try:
+            pil = Image.open(io.BytesIO(bytes(image)))
+            pil.load()
+        except Exception as e:
+            raise ValueError(
+                f"sample {key!r}: the image bytes cannot be decoded ({type(e).__name__}: {e}); "
+                "re-encode or remove this image from the dataset."
+            ) from e
+        return pil.convert("RGB")
+    if isinstance(image, Image.Image):
+        return image.convert("RGB")
+    if isinstance(image, torch.Tensor) and image.dim() == 3:
+        if image.is_floating_point():
+            image = (image * 255).round().clamp(0, 255)
+        array = image.to(torch.uint8).permute(1, 2, 0).cpu().numpy()
+        return Image.fromarray(array if array.shape[2] != 1 else array[:, :, 0]).convert("RGB")
+    raise ValueError(
+        f"sample {key!r}: unsupported image {type(image).__name__}; expected encoded bytes, "
+        "a PIL image or a (C, H, W) tensor."
+    )
+
+
+@dataclass(frozen=True)
+class ProcessedMedia:
+    """Pixel rows and patch grids of some images, or of some videos."""
+
+    #: (rows, patch_dim) float32; rows = sum of t*h*w over the items.
+    pixel_values: torch.Tensor
+    #: (items, 3) int64 (t, h, w) patch grid per item, before the spatial merge.
+    grid_thw: torch.Tensor
+    #: Placeholder tokens per item: t*h*w // merge**2.
+    num_tokens: list[int]
+
+
+class MediaProcessor:
+    """Images and videos through a Qwen2-VL-style image processor (and optional video processor).
+
+    ``MediaProcessor(make_image_processor()).images([pil])`` -> pixel rows ``(16, 1176)``, grid
+    ``[[1, 4, 4]]``, ``num_tokens == [4]`` for a 64x48 image.
+    """
+
+    def __init__(self, image_processor: Any, video_processor: Any = None) -> None:
+        #: The transformers image processor (``merge_size``, ``patch_size``, ...).
+        self.image_processor = image_processor
+        #: A transformers video processor, or None: frames go through the image processor.
+        self.video_processor = video_processor
+        self.merge_size = int(getattr(image_processor, "merge_size", 2))
+        self.patch_size = int(getattr(image_processor, "patch_size", 14))
+        self.temporal_patch_size = int(getattr(image_processor, "temporal_patch_size", 2))
+
+    @property
+    def patch_dim(self) -> int:
+        """Floats per pixel row: ``3 * temporal_patch_size * patch_size**2`` (1176)."""
+        return 3 * self.temporal_patch_size * self.patch_size**2
+
+    def tokens(self, grid_thw: torch.Tensor) -> list[int]:
+        """Placeholder tokens per grid row: ``t * h * w // merge**2``."""
+        return (grid_thw.view(-1, 3).prod(dim=1) // self.merge_size**2).tolist()
+
+    def empty(self) -> ProcessedMedia:
+        """No items: ``(0, patch_dim)`` rows and a ``(0, 3)`` grid."""
+        return ProcessedMedia(
+            torch.zeros(0, self.patch_dim), torch.zeros(0, 3, dtype=torch.int64), []
+        )
+
+    def _result(self, pixel_values: Any, grid: Any) -> ProcessedMedia:
+        pixels = torch.as_tensor(pixel_values).to(torch.float32)
+        grid = torch.as_tensor(grid).to(torch.int64).reshape(-1, 3)
+        return ProcessedMedia(pixels, grid, self.tokens(grid))
+
+    def images(self, images: Sequence[Any]) -> ProcessedMedia:
+        """Process PIL images (in order); no images gives :meth:`empty`."""
+        if not images:
+            return self.empty()
+        out = self.image_processor(images=list(images), return_tensors="pt")
+        return self._result(out["pixel_values"], out["image_grid_thw"])
+
+    def videos(self, videos: Sequence[Sequence[Any]]) -> ProcessedMedia:
+        """Process videos, each a list of PIL frames of one size (in order)."""
+        if not videos:
+            return self.empty()
+        if self.video_processor is not None:
+            out = self.video_processor(videos=[list(v) for v in videos], return_tensors="pt")
+            return self._result(out["pixel_values_videos"], out["video_grid_thw"])
+        parts = [self._frames(list(v)) for v in videos]
+        return self._result(torch.cat([p for p, _ in parts]), [g for _, g in parts])
+
+    def _frames(self, frames: list[Any]) -> tuple[torch.Tensor, list[int]]:
+        """One video's rows from per-frame image processing, ``temporal_patch_size`` frames each."""
+        if not frames:
+            raise ValueError("a video needs at least one frame")
+        if len({f.size for f in frames}) != 1:
+            raise ValueError(f"video frames differ in size ({sorted({f.size for f in frames})})")
+        step = self.temporal_patch_size
+        frames = frames + [frames[-1]] * (-len(frames) % step)  # as the video processor pads
+        out = self.image_processor(images=frames, return_tensors="pt")
+        grid = torch.as_tensor(out["image_grid_thw"]).reshape(-1, 3)
+        _, gh, gw = (int(x) for x in grid[0])
+        pp = self.patch_size**2
+        # per frame: (gh*gw, C, T, p*p) with the frame repeated T times; keep one copy
+        rows = torch.as_tensor(out["pixel_values"]).to(torch.float32)
+        per_frame = rows.view(len(frames), gh * gw, 3, step, pp)[:, :, :, 0]
+        gt = len(frames) // step
+        video = per_frame.view(gt, step, gh * gw, 3, pp).permute(0, 2, 3, 1, 4)
+        return video.reshape(gt * gh * gw, 3 * step * pp), [gt, gh, gw]
+
+
+def expand_placeholders(
+    tokens: Sequence[int],
+    loss_mask: Sequence[bool],
+    counts: Mapping[int, Sequence[int]],
+    *,
+    key: str,
+) -> tuple[list[int], list[bool], dict[int, list[tuple[int, int]]]]:
+    """Replace the i-th occurrence of each placeholder id by ``counts[id][i]`` copies.
+
+    Returns the new tokens, the loss mask (``False`` on every placeholder) and, per placeholder
+    id, the ``[start, end)`` span of each item. ``([2, 4, 9], [F, F, T], {4: [3]})`` ->
+    ``[2, 4, 4, 4, 9]``, ``[F, F, F, F, T]``, ``{4: [(1, 4)]}``.
+
+    Raises:
+        ValueError: naming ``key`` when the number of placeholders of an id differs from the
+            number of items (a tag the template dropped, or a stray placeholder in the text).
+    """
+    found = {tid: sum(1 for t in tokens if t == tid) for tid in counts}
+    for tid, items in counts.items():
+        if found[tid] != len(items):
+            raise ValueError(
+                f"sample {key!r}: {found[tid]} placeholder token(s) id {tid} in the rendered "
+                f"text but {len(items)} media item(s); give one tag per image/video."
+            )
+    out_tokens: list[int] = []
+    out_mask: list[bool] = []
+    spans: dict[int, list[tuple[int, int]]] = {tid: [] for tid in counts}
+    seen = dict.fromkeys(counts, 0)
+    for t, m in zip(tokens, loss_mask):
+        if t in counts:
+            n = counts[t][seen[t]]
+            seen[t] += 1
+            spans[t].append((len(out_tokens), len(out_tokens) + n))
+            out_tokens.extend([t] * n)
+            out_mask.extend([False] * n)
+        else:
+            out_tokens.append(t)
+            out_mask.append(bool(m))
+    return out_tokens, out_mask, spans

@@ -1,0 +1,293 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``MultimodalPackingTaskEncoder``: conversations whose turns reference images and videos.
+
+The shared engine of the VQA and conversation encoders. A conversation is a list of messages
+``{"role": "system" | "user" | "assistant", "content": str}``; ``<image>`` / ``<video>`` tags in
+the text mark where each image / video goes (in order). The encoder:
+
+1. replaces each tag with the placeholder text (``<|vision_start|><|image_pad|><|vision_end|>``
+   when the tokenizer has the vision start/end tokens, else the bare placeholder token);
+2. renders the conversation through the tokenizer's chat template (or, without one,
+   ``[BOS] turn turn ...`` with ``[EOD]`` after each assistant turn) and marks the loss on the
+   assistant turns only: each assistant turn is what ``messages[:i+1]`` renders beyond
+   ``messages[:i]`` with the generation prompt, which must be a prefix of it;
+3. processes the images and videos (:class:`~energon_pack.encoding.MediaProcessor`) and expands
+   each placeholder to exactly ``t*h*w / merge**2`` tokens, no loss on them.
+
+Example (the test tokenizer's template ``<|role|> text``, one 64x48 image -> 4 tokens)::
+
+    user: "<image> what is it"     assistant: "a cat"
+    <|user|> <img>*4 what is it <|assistant|> a cat </s>
+       F       F     F    F  F       F        T  T   T      (loss_mask)
+
+A conversation without any tag but with images gets the tags in front of its first user turn
+(LLaVA's convention). Tags and media that do not match are a ``ValueError`` naming the sample
+(energon's error handler logs and skips it). Override :meth:`augment_image` /
+:meth:`augment_video` for random augmentations: they run seeded, so ``restore_sample`` and
+resume reproduce them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
+
+import torch
+
+from energon_pack.encoding import (
+    DocumentTokenizer,
+    MediaProcessor,
+    expand_placeholders,
+    to_pil_image,
+)
+from energon_pack.samples import (
+    EncodedMultimodalSample,
+    EncodedSample,
+    PackedMultimodalBatch,
+    PackedMultimodalSample,
+    PackedTextBatch,
+    PackedTextSample,
+)
+from energon_pack.task_encoders._base import PackingTaskEncoder
+from energon_pack.task_encoders._sft import _ids
+
+__all__ = ["Message", "MultimodalPackingTaskEncoder"]
+
+T_sample = TypeVar("T_sample")
+
+#: One chat message: ``{"role": "user", "content": "<image> what is it"}``.
+Message = dict[str, str]
+
+
+class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sample]):
+    """Packs conversations with images and videos; subclasses map their samples to messages.
+
+    Args:
+        tokenizer: A transformers tokenizer or a local tokenizer directory; it must know
+            ``image_token`` (and ``video_token`` for videos).
+        image_processor: A Qwen2-VL-style image processor.
+        video_processor: A transformers video processor (needs torchvision), or None: frames
+            go through ``image_processor`` (see :mod:`energon_pack.encoding`).
+        image_token, video_token: The placeholder tokens.
+        vision_start_token, vision_end_token: Tokens around each placeholder run when the
+            tokenizer has them (``None``: none).
+        use_chat_template: Render with the tokenizer's chat template (``None``: if it has one).
+        mrope: Add 3-row mRoPE position ids to each pack.
+        tokens_per_second: Qwen2.5-VL's temporal scale for videos (``None``: step 1, Qwen2-VL).
+        default_fps: Frames per second of a video whose sample gives none.
+        add_bos, add_eos, eod_token_id: Without a chat template, as in ``LLMPackingTaskEncoder``.
+        **packing: :class:`~energon_pack.task_encoders.PackingConfig` fields.
+    """
+
+    #: Raw bytes reach ``encode_sample``: media are decoded (and errors reported) there.
+    decoder = None
+    #: Packs hold the images and videos of their documents.
+    pack_type: ClassVar[type[PackedTextSample]] = PackedMultimodalSample
+    #: Batches hold the images and videos of their packs.
+    batch_type: ClassVar[type[PackedTextBatch]] = PackedMultimodalBatch
+    #: The tags that mark an image / a video in message text.
+    image_tag: ClassVar[str] = "<image>"
+    video_tag: ClassVar[str] = "<video>"
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        image_processor: Any,
+        *,
+        video_processor: Any = None,
+        image_token: str = "<|image_pad|>",
+        video_token: str | None = "<|video_pad|>",
+        vision_start_token: str | None = "<|vision_start|>",
+        vision_end_token: str | None = "<|vision_end|>",
+        use_chat_template: bool | None = None,
+        mrope: bool = False,
+        tokens_per_second: float | None = None,
+        default_fps: float = 2.0,
+        add_bos: bool | None = None,
+        add_eos: bool | None = None,
+        eod_token_id: int | None = None,
+        **packing: Any,
+    ) -> None:
+        self.tokenizer = DocumentTokenizer(
+            tokenizer, add_bos=add_bos, add_eos=add_eos, eod_token_id=eod_token_id
+        )
+        has_template = bool(getattr(self.tokenizer.tokenizer, "chat_template", None))
+        if use_chat_template and not has_template:
+            raise ValueError("use_chat_template=True but the tokenizer has no chat_template.")
+        self.use_chat_template = has_template if use_chat_template is None else use_chat_template
+        self.media = MediaProcessor(image_processor, video_processor)
+        self.image_token_id = self.tokenizer.token_id(image_token)
+        self.video_token_id = self._optional_id(video_token)
+        start, end = self._optional_id(vision_start_token), self._optional_id(vision_end_token)
+        wrap = start is not None and end is not None
+        self._placeholder = {
+            tag: f"{vision_start_token}{token}{vision_end_token}" if wrap else token
+            for tag, token in ((self.image_tag, image_token), (self.video_tag, video_token))
+        }
+        self.mrope = mrope
+        self.tokens_per_second = tokens_per_second
+        self.default_fps = default_fps
+        packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
+        super().__init__(**packing)
+
+    def _optional_id(self, token: str | None) -> int | None:
+        vocab = self.tokenizer.tokenizer.get_vocab()
+        return None if token is None or token not in vocab else int(vocab[token])
+
+    def pack_options(self) -> dict[str, Any]:
+        """``mrope``, the spatial merge and ``tokens_per_second``, for each pack."""
+        return {
+            "mrope": self.mrope,
+            "spatial_merge_size": self.media.merge_size,
+            "tokens_per_second": self.tokens_per_second,
+        }
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def augment_image(self, image: Any) -> Any:
+        """Hook for (random) augmentations of one PIL image; runs seeded. Default: identity."""
+        return image
+
+    def augment_video(self, frames: list[Any]) -> list[Any]:
+        """Hook for (random) augmentations of one video's PIL frames; runs seeded."""
+        return frames
+
+    def to_conversation(self, sample: T_sample) -> Iterable[tuple[str, list[Message]]]:
+        """``(key, messages)`` of each document of ``sample``; images/videos via :meth:`media_of`."""
+        raise NotImplementedError(f"{type(self).__name__} must implement to_conversation().")
+
+    def media_of(self, sample: T_sample) -> tuple[list[Any], list[list[Any]], list[float | None]]:
+        """``(images, videos as frame lists, fps per video or None)`` of ``sample`` (default:
+        none). An fps of None is ``default_fps``."""
+        return [], [], []
+
+    # -- encoding ------------------------------------------------------------------------------
+
+    def encode_document(self, sample: T_sample) -> Iterable[EncodedSample]:
+        images, videos, fps = self.media_of(sample)
+        key = sample.__key__  # type: ignore[attr-defined]
+        pil_images = [self.augment_image(to_pil_image(im, key=key)) for im in images]
+        pil_videos = [
+            self.augment_video([to_pil_image(f, key=key) for f in frames]) for frames in videos
+        ]
+        try:
+            image_media = self.media.images(pil_images)
+            video_media = self.media.videos(pil_videos)
+        except Exception as e:
+            raise ValueError(
+                f"sample {key!r}: the media processor failed ({type(e).__name__}: {e})."
+            ) from e
+        second_per_grid = torch.tensor(
+            [self.media.temporal_patch_size / (f or self.default_fps) for f in fps],
+            dtype=torch.float32,
+        )
+        for doc_key, messages in self.to_conversation(sample):
+            yield self._document(
+                sample, doc_key, messages, image_media, video_media, second_per_grid
+            )
+
+    def _document(
+        self,
+        sample: Any,
+        key: str,
+        messages: list[Message],
+        images: Any,
+        videos: Any,
+        second_per_grid: torch.Tensor,
+    ) -> EncodedMultimodalSample:
+        messages = self._with_placeholders(
+            key, messages, len(images.num_tokens), len(videos.num_tokens)
+        )
+        tokens, loss_mask = self._render(key, messages)
+        counts = {self.image_token_id: images.num_tokens}
+        if videos.num_tokens:
+            if self.video_token_id is None:
+                raise ValueError(f"sample {key!r} has videos but the tokenizer has no video token")
+            counts[self.video_token_id] = videos.num_tokens
+        if not any(loss_mask):  # nothing to learn: an empty document, dropped and counted
+            tokens, loss_mask = [], []
+            counts = {}
+        ids, mask, spans = expand_placeholders(tokens, loss_mask, counts, key=key)
+        if not counts:
+            images, videos = self.media.empty(), self.media.empty()
+        return EncodedMultimodalSample.derive_from(
+            sample,
+            __key__=key,
+            tokens=torch.tensor(ids, dtype=torch.int64),
+            loss_mask=torch.tensor(mask, dtype=torch.bool),
+            pixel_values=images.pixel_values,
+            image_grid_thw=images.grid_thw,
+            image_spans=_spans(spans.get(self.image_token_id, [])),
+            pixel_values_videos=videos.pixel_values,
+            video_grid_thw=videos.grid_thw,
+            video_spans=_spans(spans.get(self.video_token_id, []) if counts else []),
+            video_second_per_grid=second_per_grid if counts else torch.zeros(0),
+        )
+
+    def _with_placeholders(
+        self, key: str, messages: list[Message], n_images: int, n_videos: int
+    ) -> list[Message]:
+        """Tags replaced by placeholder text; missing tags put before the first user turn."""
+        text = "".join(m["content"] for m in messages)
+        missing = []
+        for tag, n in ((self.image_tag, n_images), (self.video_tag, n_videos)):
+            found = text.count(tag)
+            if found == 0 and n > 0:
+                missing.append(tag * n)
+            elif found != n:
+                raise ValueError(
+                    f"sample {key!r}: {found} {tag} tag(s) in the conversation but {n} "
+                    f"{'image' if tag == self.image_tag else 'video'}(s); give one tag per item."
+                )
+        out = [dict(m) for m in messages]
+        if missing:
+            first = next((m for m in out if m["role"] == "user"), out[0])
+            first["content"] = "".join(missing) + "\n" + first["content"]
+        for m in out:
+            for tag, placeholder in self._placeholder.items():
+                m["content"] = m["content"].replace(tag, placeholder)
+        return out
+
+    def _render(self, key: str, messages: list[Message]) -> tuple[list[int], list[bool]]:
+        """Token ids of the conversation and the loss mask on assistant turns."""
+        if not self.use_chat_template:
+            return self._render_plain(messages)
+        tok = self.tokenizer.tokenizer
+
+        def render(msgs: list[Message], prompt: bool) -> list[int]:
+            if not msgs:
+                return []
+            return _ids(tok.apply_chat_template(msgs, add_generation_prompt=prompt, tokenize=True))
+
+        full = render(messages, False)
+        mask = [False] * len(full)
+        for i, m in enumerate(messages):
+            if m["role"] != "assistant":
+                continue
+            before, upto = render(messages[:i], True), render(messages[: i + 1], False)
+            if full[: len(before)] != before or full[: len(upto)] != upto:
+                raise ValueError(
+                    f"sample {key!r}: the chat template does not render turn {i} as a prefix of "
+                    "the conversation, so assistant tokens cannot be located; pass "
+                    "use_chat_template=False or fix the template."
+                )
+            mask[len(before) : len(upto)] = [True] * (len(upto) - len(before))
+        return full, mask
+
+    def _render_plain(self, messages: list[Message]) -> tuple[list[int], list[bool]]:
+        """``[BOS] turn turn ...``, ``[EOD]`` after each assistant turn (in the loss)."""
+        ids = self.tokenizer.ids
+        tokens = [ids.bos] if ids.bos is not None else []
+        mask = [False] * len(tokens)
+        for m in messages:
+            body = self.tokenizer.encode_text(m["content"])
+            target = m["role"] == "assistant"
+            if target and ids.eod is not None:
+                body.append(ids.eod)
+            tokens.extend(body)
+            mask.extend([target] * len(body))
+        return tokens, mask
+
+
+def _spans(spans: Sequence[tuple[int, int]]) -> torch.Tensor:
+    return torch.tensor(list(spans), dtype=torch.int64).view(-1, 2)

@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``VQAPackingTaskEncoder``: energon's ``VQASample`` (image, question, answers) into packs.
+
+A VQA sample is a one-turn conversation: the user turn is the image tag and the question, the
+assistant turn the answer; the loss is on the answer only (and the end of the turn), never on
+the image tokens or the question::
+
+    <|user|> <img>*4 what colour ? <|assistant|> red </s>
+       F        F      F      F  F        F        T    T
+
+**One document per sample** by default (``answers="sample"``): when a sample lists several
+answers (VQAv2 has ten annotators), one is drawn with probability proportional to
+``answer_weights`` (uniform without weights), the way Megatron-LM's VQA encoder does. The draw
+runs seeded from the sample's restore key, so ``restore_sample`` and resume give the same
+answer, and each epoch sees the image once: a pack does not spend its vision budget on one image
+ten times. ``answers="first"`` takes the first answer; ``answers="all"`` makes one document per
+answer (keys ``key#a0``, ``key#a1``, ...), each with its own copy of the image tokens, for
+evaluation-style data where every answer must be trained on.
+
+Images are decoded here (``decoder = None``): a broken image is a ``ValueError`` naming the key,
+which energon's error handler logs and skips. Questions and answers may arrive as bytes (a
+webdataset read without a decoder): ``answers`` bytes are parsed as JSON (a list or a string).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable
+from typing import Any
+
+from megatron.energon import VQASample
+
+from energon_pack.task_encoders._multimodal import Message, MultimodalPackingTaskEncoder
+
+__all__ = ["ANSWER_MODES", "VQAPackingTaskEncoder", "vqa_conversations"]
+
+#: How a sample with several answers becomes documents (see the module docstring).
+ANSWER_MODES = ("sample", "first", "all")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _answers(sample: VQASample) -> list[str]:
+    answers = sample.answers
+    if isinstance(answers, (bytes, bytearray)):
+        answers = json.loads(answers)
+    if answers is None:
+        raise ValueError(
+            f"sample {sample.__key__!r} has no answers (a test split?); nothing to train on."
+        )
+    return [answers] if isinstance(answers, str) else [_text(a) for a in answers]
+
+
+def vqa_conversations(
+    sample: VQASample, mode: str = "sample", image_tag: str = "<image>"
+) -> list[tuple[str, list[Message]]]:
+    """``(key, messages)`` per document of a VQA sample (one, or one per answer with ``"all"``).
+
+    ``VQASample(context="what colour", answers=["red"])`` ->
+    ``[(key, [{"role": "user", "content": "<image>\\nwhat colour"},
+    {"role": "assistant", "content": "red"}])]``.
+    """
+    if mode not in ANSWER_MODES:
+        raise ValueError(f"answers={mode!r}: choose one of {ANSWER_MODES}.")
+    answers = _answers(sample)
+    if not answers:
+        raise ValueError(f"sample {sample.__key__!r} has an empty answer list.")
+    if mode == "first":
+        chosen = [(sample.__key__, answers[0])]
+    elif mode == "all":
+        chosen = [(f"{sample.__key__}#a{i}", a) for i, a in enumerate(answers)]
+    else:
+        weights = sample.answer_weights
+        weights = None if weights is None else [float(w) for w in weights]
+        chosen = [(sample.__key__, random.choices(answers, weights=weights)[0])]
+    question = f"{image_tag}\n{_text(sample.context)}"
+    return [
+        (key, [{"role": "user", "content": question}, {"role": "assistant", "content": answer}])
+        for key, answer in chosen
+    ]
+
+
+class VQAPackingTaskEncoder(MultimodalPackingTaskEncoder[VQASample]):
+    """Packs VQA documents with the loss on the answer only.
+
+    Args:
+        answers: ``"sample"`` (default), ``"first"`` or ``"all"`` (see the module docstring).
+        The rest as in :class:`~energon_pack.task_encoders.MultimodalPackingTaskEncoder`.
+    """
+
+    def __init__(self, *args: Any, answers: str = "sample", **kwargs: Any) -> None:
+        if answers not in ANSWER_MODES:
+            raise ValueError(f"answers={answers!r}: choose one of {ANSWER_MODES}.")
+        self.answers = answers
+        super().__init__(*args, **kwargs)
+
+    def to_conversation(self, sample: VQASample) -> Iterable[tuple[str, list[Message]]]:
+        return vqa_conversations(sample, self.answers, self.image_tag)
+
+    def media_of(self, sample: VQASample) -> tuple[list[Any], list[list[Any]], list[float | None]]:
+        return [sample.image], [], []

@@ -132,7 +132,7 @@ class DemoReport:
             f"buffer {c.buffer_size}, carry-over on",
             f"  fill            {self.packed_fill:.1%} packed vs {self.naive_fill:.1%} naive "
             f"padding (one document per row): {rows_ratio:.1f}x fewer rows",
-            f"  documents/pack  {self.documents_per_pack:.2f} over {self.packs} packs",
+            f"  pieces/pack     {self.documents_per_pack:.2f} over {self.packs} packs",
             f"  over-long       split {self.split} (into {self.split_pieces} pieces), "
             f"truncated {self.truncated}, dropped {self.dropped}",
             f"  training        {c.steps} steps x {c.batch_size} packs, loss "
@@ -278,13 +278,141 @@ def compare_continuation(
     return len(reference), ""
 
 
-def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> DemoReport:
-    """Run the demo (see the module docstring) and return its report."""
-    import torch
+@dataclass
+class _Corpus:
+    """Phases 1-3: the documents, their encoded lengths, the tokenizer and the dataset."""
+
+    texts: list[str]
+    lengths: list[int]  #: BOS + text + EOS, as the encoder builds each document
+    vocab_size: int
+    tokenizer_dir: Path
+    dataset: Path
+
+
+@dataclass
+class _Training:
+    """Phase 4: what the training loop measured, and the batches after the saved state."""
+
+    stats: Any
+    losses: list[float]
+    reference: list[tuple[list[str], Any]]
+    real_tokens: int
+    loader_s: float
+    model_s: float
+    first_batch_s: float
+    state_file: Path
+
+
+def _build_corpus(config: DemoConfig, out: Path, echo: Callable[[str], None]) -> _Corpus:
+    from transformers import AutoTokenizer
 
     from energon_pack.tools._datasets import make_text_dataset
-    from energon_pack.tools._models import tiny_causal_lm
     from energon_pack.tools._tokenizer_training import train_bpe_tokenizer
+
+    echo(f"[1/5] reading standard-library sources ({config.documents} documents)")
+    texts = stdlib_documents(config.documents)
+    write_corpus(out / "corpus.jsonl", texts)
+    echo(f"[2/5] training a byte-level BPE tokenizer (vocab {config.vocab_size})")
+    tok_dir = train_bpe_tokenizer(out / "tokenizer", texts, vocab_size=config.vocab_size)
+    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
+    ids = tokenizer(texts, add_special_tokens=False, verbose=False).input_ids
+    echo("[3/5] writing an energon TextSample dataset (tar shards + energon prepare)")
+    dataset = make_text_dataset(out / "dataset", texts, samples_per_shard=500)
+    return _Corpus(
+        texts=texts,
+        lengths=[len(doc) + 2 for doc in ids],
+        vocab_size=len(tokenizer),
+        tokenizer_dir=tok_dir,
+        dataset=dataset,
+    )
+
+
+def _train(config: DemoConfig, corpus: _Corpus, out: Path, bar: Callable[..., Any]) -> _Training:
+    """Train on packed batches; save the loader state half-way and keep what follows it."""
+    import torch
+
+    from energon_pack.tools._models import tiny_causal_lm
+
+    torch.manual_seed(config.seed)
+    model = tiny_causal_lm(
+        corpus.vocab_size, seed=config.seed, max_position_embeddings=config.pack_size
+    ).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    encoder, loader = _make_loader(corpus.dataset, corpus.tokenizer_dir, config)
+    save_at = config.steps // 2
+    run = _Training(encoder.stats, [], [], 0, 0.0, 0.0, 0.0, out / "loader_state.pt")
+    it = iter(loader)
+    for step in bar(range(config.steps), desc="train", unit="step"):
+        if step == save_at:
+            torch.save(loader.save_state_rank(), run.state_file)
+        t = time.perf_counter()
+        batch = next(it)
+        run.loader_s += time.perf_counter() - t
+        if step == 0:
+            run.first_batch_s = run.loader_s
+        if step >= save_at:
+            run.reference.append((list(batch.__key__), batch.tokens.clone()))
+        t = time.perf_counter()
+        loss = model(**batch.hf_kwargs("sdpa")).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        run.model_s += time.perf_counter() - t
+        run.losses.append(float(loss.detach()))
+        run.real_tokens += int(batch.cu_seqlens[-1])
+    return run
+
+
+def _check_resume(
+    config: DemoConfig, corpus: _Corpus, run: _Training, bar: Callable[..., Any]
+) -> tuple[int, str]:
+    """Restore a fresh loader from the saved file and compare its batches with the reference."""
+    import torch
+
+    _, fresh = _make_loader(corpus.dataset, corpus.tokenizer_dir, config)
+    fresh.restore_state_rank(torch.load(run.state_file, weights_only=False))
+    resumed = bar(fresh, desc="resume", unit="batch", total=len(run.reference))
+    return compare_continuation(run.reference, iter(resumed))
+
+
+def _report(
+    config: DemoConfig,
+    out: Path,
+    corpus: _Corpus,
+    run: _Training,
+    resume: tuple[int, str],
+    timings: dict[str, float],
+) -> DemoReport:
+    stats, packs = run.stats, config.steps * config.batch_size
+    checked, detail = resume
+    return DemoReport(
+        config=config,
+        out=out,
+        documents=len(corpus.texts),
+        corpus_tokens=sum(corpus.lengths),
+        naive_fill=naive_padding_fill(corpus.lengths, config.pack_size),
+        packed_fill=stats.fill,
+        documents_per_pack=stats.documents_per_pack,
+        truncated=stats.truncated,
+        split=stats.split,
+        split_pieces=stats.split_pieces,
+        dropped=stats.dropped,
+        packs=stats.packs,
+        loss_first=run.losses[0],
+        loss_last=sum(run.losses[-5:]) / len(run.losses[-5:]),
+        train_tokens_per_s=run.real_tokens / (run.loader_s + run.model_s),
+        loader_first_batch_s=run.first_batch_s,
+        loader_ms_per_pack=1e3 * (run.loader_s - run.first_batch_s) / (packs - config.batch_size),
+        resume_checked=checked,
+        resume_ok=not detail and checked == len(run.reference),
+        resume_detail=detail,
+        timings=timings,
+    )
+
+
+def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> DemoReport:
+    """Run the demo's phases (see the module docstring) and return its report."""
+    import torch
 
     bar = _progress(config.progress)
     threads = torch.get_num_threads()
@@ -293,95 +421,23 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
     _claim_output_dir(out)
     try:
         t0 = time.perf_counter()
-        echo(f"[1/5] reading standard-library sources ({config.documents} documents)")
-        texts = stdlib_documents(config.documents)
-        write_corpus(out / "corpus.jsonl", texts)
-        echo(f"[2/5] training a byte-level BPE tokenizer (vocab {config.vocab_size})")
-        tok_dir = train_bpe_tokenizer(out / "tokenizer", texts, vocab_size=config.vocab_size)
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
-        # BOS + text + EOS, as the encoder builds each document.
-        ids = tokenizer(texts, add_special_tokens=False, verbose=False).input_ids
-        lengths = [len(doc) + 2 for doc in ids]
-        timings["text+tokenizer"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        echo("[3/5] writing an energon TextSample dataset (tar shards + energon prepare)")
-        dataset = make_text_dataset(out / "dataset", texts, samples_per_shard=500)
-        timings["dataset"] = time.perf_counter() - t0
-
+        corpus = _build_corpus(config, out, echo)
+        timings["corpus"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         echo(f"[4/5] training a tiny Llama for {config.steps} steps on packed batches")
-        torch.manual_seed(config.seed)
         # One intra-op thread: the loader runs in this process too (num_workers=0), and on a
         # busy 2-core machine two spinning OpenMP threads are 2-3x slower than one.
         torch.set_num_threads(1)
-        model = tiny_causal_lm(
-            len(tokenizer), seed=config.seed, max_position_embeddings=config.pack_size
-        ).train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        encoder, loader = _make_loader(dataset, tok_dir, config)
-        save_at = config.steps // 2
-        state_file = out / "loader_state.pt"
-        reference: list[tuple[list[str], Any]] = []
-        losses: list[float] = []
-        real_tokens = 0
-        loader_s = model_s = first_batch_s = 0.0
-        it = iter(loader)
-        for step in bar(range(config.steps), desc="train", unit="step"):
-            if step == save_at:
-                torch.save(loader.save_state_rank(), state_file)
-            t = time.perf_counter()
-            batch = next(it)
-            loader_s += time.perf_counter() - t
-            if step == 0:
-                first_batch_s = loader_s
-            if step >= save_at:
-                reference.append((list(batch.__key__), batch.tokens.clone()))
-            t = time.perf_counter()
-            loss = model(**batch.hf_kwargs("sdpa")).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            model_s += time.perf_counter() - t
-            losses.append(float(loss.detach()))
-            real_tokens += int(batch.cu_seqlens[-1])
-        stats = encoder.stats
+        run = _train(config, corpus, out, bar)
         timings["train"] = time.perf_counter() - t0
-
         t0 = time.perf_counter()
-        echo(f"[5/5] restoring a fresh loader from {state_file.name}, comparing the continuation")
-        _, fresh = _make_loader(dataset, tok_dir, config)
-        fresh.restore_state_rank(torch.load(state_file, weights_only=False))
-        resumed = bar(fresh, desc="resume", unit="batch", total=len(reference))
-        checked, detail = compare_continuation(reference, iter(resumed))
+        echo(
+            f"[5/5] restoring a fresh loader from {run.state_file.name}, comparing the continuation"
+        )
+        resume = _check_resume(config, corpus, run, bar)
         timings["resume"] = time.perf_counter() - t0
     finally:
         torch.set_num_threads(threads)
         if config.out is None:
             shutil.rmtree(out, ignore_errors=True)
-    packs = config.steps * config.batch_size
-    return DemoReport(
-        config=config,
-        out=out,
-        documents=len(texts),
-        corpus_tokens=sum(lengths),
-        naive_fill=naive_padding_fill(lengths, config.pack_size),
-        packed_fill=stats.fill,
-        documents_per_pack=stats.documents_per_pack,
-        truncated=stats.truncated,
-        split=stats.split,
-        split_pieces=stats.split_pieces,
-        dropped=stats.dropped,
-        packs=stats.packs,
-        loss_first=losses[0],
-        loss_last=sum(losses[-5:]) / len(losses[-5:]),
-        train_tokens_per_s=real_tokens / (loader_s + model_s),
-        loader_first_batch_s=first_batch_s,
-        loader_ms_per_pack=1e3 * (loader_s - first_batch_s) / (packs - config.batch_size),
-        resume_checked=checked,
-        resume_ok=not detail and checked == len(reference),
-        resume_detail=detail,
-        timings=timings,
-    )
+    return _report(config, out, corpus, run, resume, timings)

@@ -94,7 +94,7 @@ def _repack_pool(
     The pool is kept as runs of equal lengths (``runs[x]``: the indices of length ``x``, largest
     first so that ``pop()`` gives the smallest) that :func:`fill_counts` takes copies from.
     Returns the packs and each pack's room, or ``None`` as soon as the result cannot fit in
-    ``limit`` packs (when given).
+    ``limit`` packs (when given). Hot loop of the repair (runs per pool per round): kept whole.
     """
     pool = sorted(pool, key=lambda item: (-item[0], -item[1]))
     runs: dict[int, list[int]] = {}

@@ -35,10 +35,11 @@ PACKAGE = Path(energon_pack.__file__).parent
 
 
 def _layer(module: str) -> str | None:
+    """The layer ``module`` belongs to; ``"energon_pack"`` itself is the facade above them all."""
     parts = module.split(".")
-    if parts[0] != "energon_pack" or len(parts) < 2:
+    if parts[0] != "energon_pack":
         return None
-    return parts[1]
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -61,7 +62,7 @@ def _upward_imports() -> list[str]:
         own = LAYERS.index(rel.parts[0])
         for line, module in _imports(path):
             other = _layer(module)
-            if other is not None and other in LAYERS and LAYERS.index(other) > own:
+            if other == "__init__" or (other in LAYERS and LAYERS.index(other) > own):
                 bad.append(f"{rel}:{line} ({rel.parts[0]}) imports {module} ({other})")
     return bad
 
@@ -77,8 +78,11 @@ def test_imports_point_down() -> None:
 
 def test_checker_sees_an_upward_import(tmp_path: Path) -> None:
     bad = tmp_path / "mod.py"
-    bad.write_text("def f():\n    from energon_pack.testing import make_loader\n")
-    assert _imports(bad) == [(2, "energon_pack.testing")]
+    bad.write_text(
+        "def f():\n    from energon_pack.testing import make_loader\n    import energon_pack\n"
+    )
+    assert _imports(bad) == [(2, "energon_pack.testing"), (3, "energon_pack")]
+    assert [_layer(m) for _, m in _imports(bad)] == ["testing", "__init__"]
 
 
 def _modules_after_import(module: str) -> set[str]:

@@ -70,10 +70,9 @@ def _internal_prefixes() -> tuple[str, ...]:
     import torch
     import tqdm
 
-    import energon_pack
-
-    modules = (energon_pack, megatron.energon, torch, tqdm, contextlib)
-    return tuple(os.path.dirname(m.__file__) + os.sep for m in modules if m.__file__)
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the energon_pack folder
+    modules = (megatron.energon, torch, tqdm, contextlib)
+    return (ours + os.sep, *(os.path.dirname(m.__file__) + os.sep for m in modules if m.__file__))
 
 
 def _user_stacklevel() -> int:

@@ -11,9 +11,11 @@ mask (``targets``); this module only slices documents and counts. With pack size
 * ``SPLIT``: ``["k#0": a b c d] ["k#1": e f g h] ["k#2": i]``, each its own document: the
   position ids restart and ``d`` does not predict ``e``;
 * ``DROP``: ``[]`` (counted in ``stats.dropped_overlong`` and logged);
-* ``ERROR``: :class:`OverlongSampleError` naming ``"k"``, its length and the fix. Raised inside
-  ``encode_sample`` it goes to energon's error handler, which logs and skips the sample (and
-  raises ``FatalSampleError`` after too many in a row).
+* ``ERROR``: :class:`OverlongSampleError` naming ``"k"``, its length, the pack size and the
+  other policies. Raised inside ``encode_sample`` it reaches energon's error handler, where the
+  packing encoders' :class:`~energon_pack.encoding.SkipCounter` turns it into
+  :class:`~energon_pack.encoding.FatalOverlongSampleError`: the run stops at the first
+  over-long sample, at any number of workers.
 
 Nothing is kept that would train on nothing: when the loss mask leaves no target in what is
 kept (an SFT prompt longer than the pack), ``TRUNCATE`` drops the sample (counted in

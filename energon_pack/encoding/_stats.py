@@ -3,10 +3,19 @@
 
 Each task encoder owns one :class:`PackingStats` (``encoder.stats``). It counts what *this
 process* did: with ``num_workers=0`` that is the whole loader; with workers every worker process
-has its own copy (the encoder is forked into it), so the main process sees zeros and the figures
-reach you through the log (logger ``energon_pack.stats``, one INFO line every ``log_every``
-packs per process). Restoring a loader re-runs ``encode_sample`` on the samples of the packing
-buffer, so those samples are counted again after a restore.
+has its own copy (the encoder is forked into it), so the main process sees zeros. The figures
+reach the training loop on the items instead: every pack carries the
+:class:`~energon_pack.samples.PackingCounts` of its worker since that worker's previous pack
+(:meth:`PackingStats.take_counts`), every batch their sum (``batch.counts``), and summing them
+over the batches gives the loader's totals. They also reach the log (logger
+``energon_pack.stats``, one INFO line every ``log_every`` packs per process). Restoring a loader
+re-runs ``encode_sample`` on the samples of the packing buffer, so those samples are counted
+again after a restore; ``restore_sample`` counts nothing (see :func:`restoring_item`).
+
+Samples that energon's error handler skips (a corrupt image, invalid UTF-8, an exception in
+``encode_document``) are counted too (``skipped``, with key and reason in ``skipped_samples``):
+the packing task encoders put :class:`~energon_pack.encoding.SkipCounter` in front of the
+loader's error handler.
 
 Worked example, pack size 8, two packs holding documents of lengths ``[5, 3]`` and ``[4]``::
 
@@ -18,13 +27,18 @@ Worked example, pack size 8, two packs holding documents of lengths ``[5, 3]`` a
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PackingStats", "logger"]
+from megatron.energon import WorkerConfig
+
+from energon_pack.samples import PackingCounts
+
+__all__ = ["PackingStats", "logger", "restoring_item"]
 
 #: The logger the encoders report to (drops, truncations, periodic summaries).
 logger = logging.getLogger("energon_pack.stats")
@@ -45,8 +59,10 @@ class PackingStats:
             ``drop``, or ``truncate`` when the kept part would hold no target token).
         dropped_empty: Documents dropped because they encoded to zero tokens (empty text).
         packs, pack_tokens, pack_documents, pack_capacity: Totals over packs built.
+        skipped: Samples energon's error handler skipped (counted by ``SkipCounter``).
         last_fill, last_documents: Fill and document count of the most recent pack.
         dropped_keys: ``__key__`` of the most recent dropped samples (at most 1024).
+        skipped_samples: ``(key, reason)`` of the most recent skipped samples (at most 1024).
         log_every: Log a summary every this many packs (0: never).
     """
 
@@ -59,6 +75,7 @@ class PackingStats:
     split_pieces_dropped: int = 0
     dropped_overlong: int = 0
     dropped_empty: int = 0
+    skipped: int = 0
     packs: int = 0
     pack_tokens: int = 0
     pack_documents: int = 0
@@ -66,7 +83,10 @@ class PackingStats:
     last_fill: float = 0.0
     last_documents: int = 0
     dropped_keys: deque[str] = field(default_factory=lambda: deque(maxlen=1024))
+    skipped_samples: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=1024))
     log_every: int = 1000
+    #: The counters at the last ``take_counts()`` (what the next pack's counts start from).
+    _taken: PackingCounts = field(default_factory=PackingCounts, repr=False)
 
     @property
     def dropped(self) -> int:
@@ -91,6 +111,26 @@ class PackingStats:
             self.dropped_overlong += 1
         self.dropped_keys.append(key)
         logger.warning("energon_pack dropped sample %r: %s", key, reason)
+
+    def record_skip(self, key: str, reason: str) -> None:
+        """Count a sample that energon's error handler skipped (the handler logs it)."""
+        self.skipped += 1
+        self.skipped_samples.append((key, reason))
+
+    def counts(self) -> PackingCounts:
+        """The counters now, as a :class:`~energon_pack.samples.PackingCounts`."""
+        return PackingCounts(**{name: getattr(self, name) for name in _COUNTERS})
+
+    def take_counts(self) -> PackingCounts:
+        """The counts since the previous call (or since the start): what the next pack carries.
+
+        ``stats.record_pack(doc_lengths=[5, 3], capacity=8); stats.take_counts().packs == 1``;
+        a second ``take_counts()`` right after it is all zeros.
+        """
+        now = self.counts()
+        delta = now - self._taken
+        self._taken = now
+        return delta
 
     def record_truncation(self, key: str, lost_tokens: int, pack_size: int) -> None:
         """Count a truncated sample; the first one per process is logged at WARNING, the rest
@@ -144,6 +184,7 @@ class PackingStats:
             "split_pieces_dropped": self.split_pieces_dropped,
             "dropped_overlong": self.dropped_overlong,
             "dropped_empty": self.dropped_empty,
+            "skipped": self.skipped,
             "packs": self.packs,
             "fill": self.fill,
             "documents_per_pack": self.documents_per_pack,
@@ -152,9 +193,24 @@ class PackingStats:
         }
 
     def summary(self) -> str:
-        """One line: ``packs=10 fill=97.3% docs/pack=4.20 truncated=1 split=0 dropped=2``."""
+        """One line: ``packs=10 fill=97.3% docs/pack=4.20 truncated=1 split=0 dropped=2
+        skipped=1``."""
         return (
             f"packs={self.packs} fill={100 * self.fill:.1f}% "
             f"docs/pack={self.documents_per_pack:.2f} truncated={self.truncated} "
-            f"split={self.split} dropped={self.dropped}"
+            f"split={self.split} dropped={self.dropped} skipped={self.skipped}"
         )
+
+
+#: The counters :meth:`PackingStats.counts` copies (every field of ``PackingCounts``).
+_COUNTERS = tuple(f.name for f in dataclasses.fields(PackingCounts))
+
+
+def restoring_item() -> bool:
+    """Whether energon is rebuilding an item with ``restore_sample`` right now.
+
+    energon 7.4.1 activates the worker config with an ``override_global_rank`` only there (the
+    loader's ``restore_sample``); the encoders then count nothing, since the item was counted
+    when it was first made.
+    """
+    return getattr(WorkerConfig, "_worker_override_global_rank", None) is not None

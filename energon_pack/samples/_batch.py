@@ -21,6 +21,7 @@ it collates (``pack_type``), which registers it: ``collate_packs(packs)`` then p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar, Self
 
@@ -38,6 +39,7 @@ from energon_pack.attention import (
     hf_kwargs,
     packed_seq_params,
 )
+from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._packed import IGNORE_INDEX, PackedCaptioningSample, PackedTextSample
 from energon_pack.samples._types import TypeRegistry
 
@@ -62,6 +64,9 @@ class PackedTextBatch(Batch):
     metadata: DocumentMetadata
     #: Per row, the member documents' ``__key__``.
     sample_keys: list[list[str]]
+    #: What packing counted for these packs (the sum of the packs' ``counts``; see
+    #: :class:`~energon_pack.samples.PackingCounts`). A record of the run, not content.
+    counts: PackingCounts = dataclasses.field(default_factory=PackingCounts)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # explicit class: zero-argument super() fails in slots dataclasses before Python 3.14
@@ -121,6 +126,55 @@ class PackedTextBatch(Batch):
         """Per row, document lengths after alignment padding (without the row's tail padding)."""
         return [list(row) for row in self.metadata.doc_lengths_padded]
 
+    # -- the loss ------------------------------------------------------------------------------
+
+    @property
+    def num_target_tokens(self) -> int:
+        """Positions with a target (``labels != -100``): the count ``hf_kwargs``' labels hold.
+
+        Sum it over the micro-batches of an optimizer step (and the data-parallel ranks) and
+        pass it as transformers' ``num_items_in_batch``: the step's loss is then the token-mean
+        of one step over all its documents (see docs/howto/loss.md). A Python int (reading it
+        from labels on a GPU syncs; read it before moving the batch).
+        """
+        return int((self.labels != IGNORE_INDEX).sum())
+
+    def document_target_tokens(self) -> torch.Tensor:
+        """(D,) int64 targets of each document, in ``cu_seqlens`` order (0: none).
+
+        Rows ``[a a a b b p]`` and ``[c c c c p p]`` with every token a target -> ``[2, 1, 3]``
+        (a document's last token has no target).
+        """
+        slot = self._slot_of_position()
+        target = (self.labels != IGNORE_INDEX).view(-1)
+        return torch.bincount(slot[target], minlength=len(self.metadata.cu_seqlens) - 1)
+
+    def loss_weights(self, per: str = "token") -> torch.Tensor:
+        """(B, L) float32 weight of each position's loss term (0 where there is no target).
+
+        ``per="token"``: 1.0 at every target, so ``(weights * ce).sum() / num_target_tokens``
+        is the token-mean. ``per="document"``: ``1 / (targets of its document)``, so each
+        document's terms sum to 1 and ``(weights * ce).sum() / documents`` is the mean over
+        documents of each document's token-mean (SFT recipes that average per sample); count
+        ``documents`` as ``(document_target_tokens() > 0).sum()`` over the whole step.
+        ``ce`` is ``cross_entropy(logits.view(-1, V), labels.view(-1), reduction="none")``
+        on the batch's own aligned ``labels``.
+        """
+        target = self.labels != IGNORE_INDEX
+        if per == "token":
+            return target.to(torch.float32)
+        if per != "document":
+            raise ValueError(f"per={per!r}: choose 'token' or 'document'")
+        per_doc = self.document_target_tokens().clamp(min=1).to(torch.float32)
+        weights = (1.0 / per_doc)[self._slot_of_position()].view_as(self.labels)
+        return torch.where(target, weights, torch.zeros_like(weights))
+
+    def _slot_of_position(self) -> torch.Tensor:
+        """(B * L,) int64 document slot of every position of the flattened batch."""
+        bounds = self.metadata.cu_seqlens_padded[1:].to(torch.int64)
+        positions = torch.arange(self.labels.numel(), device=bounds.device)
+        return torch.bucketize(positions, bounds, right=True)
+
     # -- building ------------------------------------------------------------------------------
 
     @classmethod
@@ -161,6 +215,7 @@ class PackedTextBatch(Batch):
                 doc_lengths_padded=[p.doc_lengths_padded for p in packs],
             ),
             sample_keys=[list(p.sample_keys) for p in packs],
+            counts=PackingCounts.total(p.counts for p in packs),
             **cls.modality_fields(packs, length),
         )
 

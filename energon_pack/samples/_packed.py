@@ -32,6 +32,7 @@ import torch
 from megatron.energon import Sample, edataclass
 
 from energon_pack.attention import aligned_lengths, mrope_position_ids, position_ids_from_lengths
+from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample
 from energon_pack.samples._types import TypeRegistry
 
@@ -82,6 +83,9 @@ class PackedTextSample(Sample):
     doc_lengths_padded: list[int]
     #: ``__key__`` of each member document, in order.
     sample_keys: list[str]
+    #: What the worker counted since its previous pack (set by the task encoder; None when
+    #: built outside one). A record of the run, not content: ``restore_sample`` gives zeros.
+    counts: PackingCounts | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # explicit class: zero-argument super() fails in slots dataclasses before Python 3.14

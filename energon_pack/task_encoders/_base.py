@@ -38,11 +38,13 @@ from energon_pack.encoding import (
     PackingStats,
     SeedSource,
     apply_overlong_policy,
+    counting_skips,
     logger,
+    restoring_item,
     seeded_stateless,
     warn_if_buffer_too_small,
 )
-from energon_pack.samples import EncodedSample, PackedTextBatch, PackedTextSample
+from energon_pack.samples import EncodedSample, PackedTextBatch, PackedTextSample, PackingCounts
 
 __all__ = ["PackingConfig", "PackingTaskEncoder"]
 
@@ -133,20 +135,26 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         """Encode, drop empty documents, apply the over-long policy (yields 0..n documents).
 
         Seeded from the input sample's restore key, not energon's sample index: energon 7.4.1
-        resumes an interrupted generator under the wrong index (see ``SeedSource``).
+        resumes an interrupted generator under the wrong index (see ``SeedSource``). Under
+        ``overlong="error"`` an over-long sample stops the loader (``FatalOverlongSampleError``).
         """
-        self.stats.samples += 1
+        stats = self._stats_now()
+        stats.samples += 1
         result = self.encode_document(sample)
         docs = [result] if isinstance(result, EncodedSample) else result
         for doc in docs:
             if len(doc.tokens) == 0:
-                self.stats.record_drop(doc.__key__, "encoded to zero tokens", empty=True)
+                stats.record_drop(doc.__key__, "encoded to zero tokens", empty=True)
                 continue
             for piece in apply_overlong_policy(
-                doc, self.config.pack_size, self.config.overlong, self.stats
+                doc, self.config.pack_size, self.config.overlong, stats
             ):
-                self.stats.documents += 1
+                stats.documents += 1
                 yield piece
+
+    def _stats_now(self) -> PackingStats:
+        """``self.stats``, or a scratch one while ``restore_sample`` rebuilds a counted item."""
+        return PackingStats(log_every=0) if restoring_item() else self.stats
 
     def select_samples_to_pack(self, samples: list[EncodedSample]) -> list[list[EncodedSample]]:
         """Partition the buffer with the configured algorithm (every sample exactly once)."""
@@ -169,7 +177,13 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
             **self.pack_options(),
         )
         pack = self.finalize_pack(pack, samples)
-        self.stats.record_pack(doc_lengths=pack.doc_lengths, capacity=self.config.pack_size)
+        if restoring_item():  # counted when it was first made
+            counts = PackingCounts()
+        else:
+            self.stats.record_pack(doc_lengths=pack.doc_lengths, capacity=self.config.pack_size)
+            counts = self.stats.take_counts()
+        if isinstance(pack, PackedTextSample):
+            pack.counts = counts
         return pack
 
     def finalize_pack(self, pack: PackedTextSample, samples: Sequence[EncodedSample]) -> Any:
@@ -188,6 +202,20 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     def packed_length(self, sample: EncodedSample) -> int:
         """Pack slots a document occupies: its length rounded up to the alignment."""
         return self.config.slots(len(sample.tokens))
+
+    def build_train_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
+        """energon's, with every stage's error handler counting skipped samples.
+
+        See :class:`~energon_pack.encoding.SkipCounter`: skipped samples are counted in
+        ``stats.skipped`` (and the items' ``counts``), and ``overlong="error"`` stops the run.
+        """
+        with counting_skips(self, worker_config):
+            return super().build_train_datasets(worker_config=worker_config, **kwargs)
+
+    def build_val_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
+        """energon's, with the error handler of :meth:`build_train_datasets`."""
+        with counting_skips(self, worker_config):
+            return super().build_val_datasets(worker_config=worker_config, **kwargs)
 
     def build_batch(
         self,

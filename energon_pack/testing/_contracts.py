@@ -17,6 +17,12 @@ Run them in your own test suite against your own encoder and dataset; each raise
   fresh loader rebuilds each item, in a shuffled order (so worker seeds cannot leak between
   restores).
 
+Items are compared field by field except :data:`RUN_RECORD_FIELDS` (``counts``: what packing
+counted while the item was made, a record of the run rather than the item's content).
+``restore_sample`` rebuilds an item with zero counts, and a resumed worker's first item also
+counts the samples energon re-encodes to refill its buffers; the counts' totals over an epoch are
+checked against a 0-worker run instead (tests/task_encoders/test_counts.py).
+
 With ``num_workers > 0`` and ``repeat=False``, save before any worker's reader has reached the
 end of its share (with packing and shuffle buffers that is well before its last item): energon
 7.4.1 restores such a worker to the start of its share, so the resumed loader repeats samples
@@ -47,6 +53,8 @@ __all__ = [
 
 #: Separator between a sample key and its piece index for split samples (``"000007#2"``).
 SPLIT_SEPARATOR = "#"
+#: Fields that record the run, not the item (skipped by :func:`assert_same_item`).
+RUN_RECORD_FIELDS = frozenset({"counts"})
 
 
 def member_keys(item: Any) -> list[str]:
@@ -113,6 +121,8 @@ def _equal(a: Any, b: Any, path: str, loose_keys: bool = False) -> None:
     elif dataclasses.is_dataclass(a) and not isinstance(a, type):
         assert type(a) is type(b), f"{path}: {type(a).__name__} != {type(b).__name__}"
         for f in dataclasses.fields(a):
+            if f.name in RUN_RECORD_FIELDS:
+                continue
             x, y = getattr(a, f.name), getattr(b, f.name)
             if loose_keys and f.name == "__restore_key__":
                 assert _same_shape(x, y), f"{path}.__restore_key__: {x!r} vs {y!r}"
@@ -127,7 +137,8 @@ def _equal(a: Any, b: Any, path: str, loose_keys: bool = False) -> None:
 
 
 def assert_same_item(a: Any, b: Any, *, what: str = "item", loose_keys: bool = False) -> None:
-    """Field by field equality of two packs or batches (tensors bit for bit).
+    """Field by field equality of two packs or batches (tensors bit for bit), except
+    :data:`RUN_RECORD_FIELDS`.
 
     ``loose_keys``: compare ``__restore_key__`` by shape only (see the module docstring).
     """

@@ -90,6 +90,10 @@ class AnalysisResult:
     truncated: int
     split: int
     dropped_overlong: int
+    #: samples energon's error handler skipped (a corrupt file, bad UTF-8, an encoder error)
+    skipped: int = 0
+    #: ``(key, reason)`` of the skipped samples (the most recent 1024)
+    skipped_samples: list[tuple[str, str]] = field(default_factory=list)
     simulated_fill: float  #: ``simulate`` on the same lengths, same settings
     bound_fill: float  #: fill of ceil(tokens / pack_size) packs: no buffer does better
     target_fill: float
@@ -108,6 +112,7 @@ class AnalysisResult:
         out.pop("pack_fills")
         out.pop("first_packs")
         out["buffer_sweep"] = {str(k): v for k, v in self.buffer_sweep.items()}
+        out["skipped_samples"] = [{"key": k, "reason": r} for k, r in self.skipped_samples]
         out["carry_over"] = dataclasses.asdict(self.carry_over) if self.carry_over else None
         return out
 
@@ -144,6 +149,8 @@ class AnalysisResult:
             ),
             ("lengths", _length_summary(self.lengths, self.pack_size)),
         ]
+        if self.skipped:
+            rows.append(("skipped", _skipped_summary(self.skipped, self.skipped_samples)))
         if self.carry_over_fill is not None:
             rows.append(
                 (
@@ -154,6 +161,13 @@ class AnalysisResult:
             )
         rows.append(("recommended buffer", rec))
         return [f"{name:<19} {value}" for name, value in rows]
+
+
+def _skipped_summary(count: int, samples: Sequence[tuple[str, str]]) -> str:
+    """``2 samples failed and were skipped: 000003 (OSError: ...), 000007 (...)``."""
+    shown = ", ".join(f"{k} ({r})" for k, r in samples[:3])
+    more = f", ... ({count - 3} more in --json)" if count > 3 else ""
+    return f"{count} sample(s) failed to load or encode and were skipped: {shown}{more}"
 
 
 def _length_summary(lengths: Sequence[int], pack_size: int) -> str:
@@ -232,7 +246,7 @@ class _Measured:
     first_packs: list[list[int]]  #: document lengths of the first FIRST_PACKS packs
     tokens: int  #: real tokens in packs
     documents: int  #: documents (pieces) in packs
-    stats: PackingStats  #: the encoder's counts (empty, truncated, split, dropped)
+    stats: PackingStats  #: the encoder's counts (empty, truncated, split, dropped, skipped)
 
 
 def _measure(
@@ -334,6 +348,8 @@ def _report(
         truncated=stats.truncated,
         split=stats.split,
         dropped_overlong=stats.dropped_overlong,
+        skipped=stats.skipped,
+        skipped_samples=list(stats.skipped_samples),
         lengths=measured.lengths,
         pack_fills=measured.pack_fills,
         first_packs=measured.first_packs,

@@ -11,7 +11,7 @@ import torch
 from megatron.energon import stateless
 
 from energon_pack.algorithms import ALGORITHMS, CarryOver, OverlongPolicy
-from energon_pack.encoding import SmallPackingBufferWarning
+from energon_pack.encoding import FatalOverlongSampleError, SmallPackingBufferWarning
 from energon_pack.task_encoders import LLMPackingTaskEncoder, PackingConfig
 from energon_pack.testing import assert_each_sample_once
 from energon_pack.tools import make_loader
@@ -47,9 +47,14 @@ def test_every_sample_once_for_every_algorithm_and_policy(
     empty = [k for k, v in want.items() if not v]
     assert overlong and empty == ["000005"]  # the corpus exercises both cases
 
+    if policy is OverlongPolicy.ERROR:  # the run stops at the first over-long sample
+        with pytest.raises(FatalOverlongSampleError) as info:
+            list(make_loader(text_dataset.path, enc, packing_buffer_size=16))
+        key = str(info.value).split("'")[1]
+        assert key in overlong and f"> pack_size={PACK_SIZE}" in str(info.value)
+        return
     packs = list(make_loader(text_dataset.path, enc, packing_buffer_size=16))
-    missing = overlong if policy is OverlongPolicy.ERROR else []  # skipped by energon's handler
-    assert_each_sample_once(packs, text_dataset.keys, dropped=[*enc.stats.dropped_keys, *missing])
+    assert_each_sample_once(packs, text_dataset.keys, dropped=enc.stats.dropped_keys)
     assert enc.stats.dropped_empty == 1 and "000005" in enc.stats.dropped_keys
     assert all(sum(p.doc_lengths_padded) <= PACK_SIZE for p in packs)
 
@@ -57,7 +62,7 @@ def test_every_sample_once_for_every_algorithm_and_policy(
     for p in packs:
         got.update(documents(p))
     for key, tokens in want.items():
-        if not tokens or (key in overlong and policy in ("drop", "error")):
+        if not tokens or (key in overlong and policy is OverlongPolicy.DROP):
             assert key not in got
         elif key in overlong and policy is OverlongPolicy.TRUNCATE:
             assert got[key] == tokens[:PACK_SIZE]

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``PackingCounts``: what packing did since the worker's previous pack, carried by each item.
+
+With ``num_workers > 0`` the task encoder (and its :class:`~energon_pack.encoding.PackingStats`)
+lives in every worker process, so the main process never sees its counters. Instead every pack
+carries the counts of its worker since that worker's previous pack (``pack.counts``), and a batch
+carries the sum over its packs (``batch.counts``). Summing ``batch.counts`` over the batches a
+training loop receives gives the loader's totals, whatever the number of workers. Example, pack
+size 8, a worker packs ``[5, 3]`` after truncating one sample, then ``[4]``::
+
+    pack 1: PackingCounts(samples=3, documents=3, truncated=1, packs=1, pack_tokens=8,
+                          pack_documents=2, pack_capacity=8)
+    pack 2: PackingCounts(packs=1, pack_tokens=4, pack_documents=1, pack_capacity=8)
+    batch of both: their sum; batch.counts.fill == 12 / 16 == 0.75
+
+Counts are a record of the run, not part of the item's content: ``restore_sample`` rebuilds an
+item with zero counts (it was counted when first made), and after a resume a worker's first
+item also counts the samples energon re-encodes to refill its buffers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PackingCounts"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PackingCounts:
+    """Counters of one stretch of packing (see the module docstring); add them with ``+``."""
+
+    #: Source samples given to ``encode_sample``.
+    samples: int = 0
+    #: Documents ``encode_sample`` emitted (a split sample emits several).
+    documents: int = 0
+    #: Samples cut to the pack size.
+    truncated: int = 0
+    #: Tokens those truncations cut off.
+    truncated_tokens: int = 0
+    #: Samples split into several documents.
+    split: int = 0
+    #: Pieces those splits made.
+    split_pieces: int = 0
+    #: Pieces of split samples left out because they hold no target token.
+    split_pieces_dropped: int = 0
+    #: Samples dropped for being longer than the pack.
+    dropped_overlong: int = 0
+    #: Documents dropped because they encoded to zero tokens.
+    dropped_empty: int = 0
+    #: Samples energon's error handler skipped (a corrupt image, bad UTF-8, an encoder error).
+    skipped: int = 0
+    #: Packs built.
+    packs: int = 0
+    #: Real tokens in those packs.
+    pack_tokens: int = 0
+    #: Documents in those packs.
+    pack_documents: int = 0
+    #: Slots of those packs (``packs * pack_size``).
+    pack_capacity: int = 0
+
+    def __add__(self, other: PackingCounts) -> PackingCounts:
+        if not isinstance(other, PackingCounts):
+            return NotImplemented
+        return PackingCounts(**{n: getattr(self, n) + getattr(other, n) for n in _NAMES})
+
+    def __sub__(self, other: PackingCounts) -> PackingCounts:
+        if not isinstance(other, PackingCounts):
+            return NotImplemented
+        return PackingCounts(**{n: getattr(self, n) - getattr(other, n) for n in _NAMES})
+
+    @classmethod
+    def total(cls, counts: Iterable[PackingCounts | None]) -> PackingCounts:
+        """The sum of ``counts`` (``None`` entries count as zero)."""
+        out = cls()
+        for c in counts:
+            if c is not None:
+                out = out + c
+        return out
+
+    @property
+    def dropped(self) -> int:
+        """Samples dropped by the over-long policy or for being empty (not the skipped ones)."""
+        return self.dropped_overlong + self.dropped_empty
+
+    @property
+    def fill(self) -> float:
+        """Real tokens / pack slots (0.0 without packs)."""
+        return self.pack_tokens / self.pack_capacity if self.pack_capacity else 0.0
+
+    @property
+    def documents_per_pack(self) -> float:
+        """Mean documents per pack (0.0 without packs)."""
+        return self.pack_documents / self.packs if self.packs else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counters plus ``fill``, ``documents_per_pack`` and ``dropped`` (for a logger)."""
+        out: dict[str, Any] = dataclasses.asdict(self)
+        out.update(fill=self.fill, documents_per_pack=self.documents_per_pack)
+        out["dropped"] = self.dropped
+        return out
+
+
+_NAMES = tuple(f.name for f in dataclasses.fields(PackingCounts))

@@ -21,13 +21,12 @@ augmentations: it runs seeded, so ``restore_sample`` and resume reproduce them.
 
 from __future__ import annotations
 
-import io
 from typing import Any, ClassVar
 
 import torch
 from megatron.energon import CaptioningSample
 
-from energon_pack.encoding import DocumentTokenizer
+from energon_pack.encoding import DocumentTokenizer, to_pil_image
 from energon_pack.samples import (
     EncodedCaptioningSample,
     PackedCaptioningBatch,
@@ -38,33 +37,6 @@ from energon_pack.samples import (
 from energon_pack.task_encoders._base import PackingTaskEncoder
 
 __all__ = ["CaptioningPackingTaskEncoder", "to_pil_image"]
-
-
-def to_pil_image(image: Any, *, key: str) -> Any:
-    """``image`` (encoded bytes, PIL image, or ``(C, H, W)`` tensor) as an RGB PIL image."""
-    from PIL import Image
-
-    if isinstance(image, (bytes, bytearray, memoryview)):
-        try:
-            pil = Image.open(io.BytesIO(bytes(image)))
-            pil.load()
-        except Exception as e:
-            raise ValueError(
-                f"sample {key!r}: the image bytes cannot be decoded ({type(e).__name__}: {e}); "
-                "re-encode or remove this image from the dataset."
-            ) from e
-        return pil.convert("RGB")
-    if isinstance(image, Image.Image):
-        return image.convert("RGB")
-    if isinstance(image, torch.Tensor) and image.dim() == 3:
-        if image.is_floating_point():
-            image = (image * 255).round().clamp(0, 255)
-        array = image.to(torch.uint8).permute(1, 2, 0).cpu().numpy()
-        return Image.fromarray(array if array.shape[2] != 1 else array[:, :, 0]).convert("RGB")
-    raise ValueError(
-        f"sample {key!r}: unsupported image {type(image).__name__}; expected encoded bytes, "
-        "a PIL image or a (C, H, W) tensor."
-    )
 
 
 class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):

@@ -182,9 +182,18 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             dtype=torch.float32,
         )
         for doc_key, messages in self.to_conversation(sample):
-            yield self._document(
+            doc = self._document(
                 sample, doc_key, messages, image_media, video_media, second_per_grid
             )
+            if len(doc.video_grid_thw) and doc.length > self.pack_size:
+                # the over-long policy cuts around image spans only: never cut a video document
+                self.stats.record_drop(
+                    doc_key,
+                    f"{doc.length} tokens with a video do not fit pack_size "
+                    f"{self.pack_size} (video documents are not cut; raise pack_size)",
+                )
+                continue
+            yield doc
 
     def _document(
         self,

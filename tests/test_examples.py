@@ -25,6 +25,8 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "is all placeholders: True; no loss predicting them: True",
     ),
     "custom_task.py": ("header tokens, none of them a target: True", "packs; packs="),
+    "vqa.py": ("an image token is a target: False", "image_grid_thw       [["),
+    "conversation.py": ("position_ids         (3, 2, 96) (mRoPE)", "packs=2 documents=8"),
 }
 
 

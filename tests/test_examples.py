@@ -25,6 +25,10 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "is all placeholders: True; no loss predicting them: True",
     ),
     "custom_task.py": ("header tokens, none of them a target: True", "packs; packs="),
+    "loss_and_stats.py": (
+        "totals from 2-worker batches equal the 0-worker run: True",
+        "main-process stats with 2 workers: packs=0",
+    ),
     "vqa.py": ("an image token is a target: False", "image_grid_thw       [["),
     "conversation.py": ("position_ids         (3, 2, 96) (mRoPE)", "packs=2 documents=8"),
 }

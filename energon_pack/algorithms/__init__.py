@@ -39,7 +39,7 @@ from energon_pack.algorithms._repair import (
     best_fit_decreasing_repair,
     best_fit_decreasing_search,
 )
-from energon_pack.algorithms._simulate import SimulationResult, simulate
+from energon_pack.algorithms._simulate import SimulationResult, simulate, simulate_packs
 from energon_pack.algorithms._spec import PackingSpec, as_spec
 from energon_pack.algorithms._step_order import step_order
 
@@ -63,6 +63,7 @@ __all__ = [
     "cut_overlong",
     "plan_carry_over",
     "simulate",
+    "simulate_packs",
     "PackingSpec",
     "PackingAlgorithm",
     "best_fit_decreasing",

@@ -5,11 +5,12 @@ The model of ``megatron.energon.wrappers.packing_dataset.PackingDataset.__iter__
 
 1. Fill the reading buffer until ``reading + pending == buffer_size``.
 2. When no groups are pending, the whole reading buffer is packed (one ``select`` call); the
-   groups are queued and the reading buffer is emptied (with carry-over, the carried samples
-   stay in it).
+   groups are queued and the reading buffer is emptied. With carry-over the carried samples
+   are packed too (before the buffer's), and those carried again are held aside: they do not
+   count against ``buffer_size`` (their budget is in tokens, see ``CarryOver``).
 3. One pack per step; the reading buffer refills by the samples that pack consumed.
-4. End of data: pending groups are flushed, then the partial reading buffer is packed and
-   flushed (with carry-over, that last call emits everything).
+4. End of data: pending groups are flushed, then the partial reading buffer (and the carried
+   samples) is packed and flushed: that last call emits everything.
 
 Example: 5 samples of length 3, pack size 6, buffer 4: ``select([3, 3, 3, 3])`` gives two packs;
 after the first one is emitted the buffer refills with sample 4 (``reading=[4]``, 2 pending),
@@ -38,7 +39,7 @@ from energon_pack.algorithms._overlong import OverlongCut, OverlongPolicy, cut_l
 from energon_pack.algorithms._pack import pack_lengths
 from energon_pack.algorithms._spec import PackingSpec, as_spec
 
-__all__ = ["SimulationResult", "simulate"]
+__all__ = ["SimulationResult", "simulate", "simulate_packs"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +69,7 @@ class SimulationResult:
     select_seconds: float
     max_age: int  #: most times one sample was carried
     max_wait_samples: int  #: most samples read between a sample's read and its emission
+    max_carried_tokens: int  #: most pack slots held by carried samples after a select
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
@@ -89,6 +91,7 @@ class _Tally:
     select_seconds: float = 0.0
     max_age: int = 0
     max_wait: int = 0
+    max_carried_slots: int = 0
 
 
 class _BufferModel:
@@ -102,12 +105,14 @@ class _BufferModel:
         self, lengths: list[int], slots: list[int], spec: PackingSpec, buffer_size: int
     ) -> None:
         self.lengths, self.slots, self.spec, self.buffer_size = lengths, slots, spec, buffer_size
-        self.reading: list[int] = []  #: sample ids waiting to be packed
-        self.age: dict[int, int] = {}  #: sample id -> times carried
+        self.reading: list[int] = []  #: sample ids read since the last select
+        self.carried: list[int] = []  #: sample ids carried (outside energon's buffer count)
+        self.carried_ages: list[int] = []  #: times each carried sample was carried
         self.pending: deque[list[int]] = deque()  #: selected packs not yet emitted
         self.pending_samples = 0
         self.next = 0  #: the next sample id to read
         self.tally = _Tally()
+        self.packs: list[list[int]] = []  #: the emitted packs (sample ids), in order
 
     def read(self) -> bool:
         """Step 1: fill until ``reading + pending == buffer_size``; False at end of data."""
@@ -119,35 +124,39 @@ class _BufferModel:
         return True
 
     def select(self, *, final: bool) -> None:
-        """Step 2: pack the reading buffer, queue the groups, keep the carried samples."""
-        buf, spec, tally = self.reading, self.spec, self.tally
-        buf_slots = [self.slots[s] for s in buf]
+        """Step 2: pack the carried and read samples, queue the groups, keep the carried ones."""
+        pool, spec, tally = self.carried + self.reading, self.spec, self.tally
+        pool_slots = [self.slots[s] for s in pool]
         t0 = time.perf_counter()
-        bins = pack_lengths(buf_slots, spec)
+        bins = pack_lengths(pool_slots, spec)
         emit, carry, carry_ages = bins, [], []
         if spec.carry_over is not None:
-            ages = [self.age.get(s, 0) for s in buf]
+            ages = self.carried_ages + [0] * len(self.reading)
             plan = plan_carry_over(
-                buf_slots, ages, spec.pack_size, bins, spec.carry_over, final=final
+                pool_slots, ages, spec.pack_size, bins, spec.carry_over, final=final
             )
             emit, carry, carry_ages = plan.emit, plan.carry, plan.carry_ages.tolist()
         tally.select_seconds += time.perf_counter() - t0
         tally.select_calls += 1
         emitted_slots = 0
         for group in emit:
-            ids = [buf[i] for i in group]
+            ids = [pool[i] for i in group]
             self.pending.append(ids)
             self.pending_samples += len(ids)
             emitted_slots += sum(self.slots[s] for s in ids)
         tally.lb_packs += -(-emitted_slots // spec.pack_size)
-        self.reading = [buf[i] for i in carry]
-        for s, a in zip(self.reading, carry_ages):
-            self.age[s] = a
-            tally.max_age = max(tally.max_age, a)
+        self.reading = []
+        self.carried = [pool[i] for i in carry]
+        self.carried_ages = carry_ages
+        tally.max_age = max([tally.max_age, *carry_ages])
+        tally.max_carried_slots = max(
+            tally.max_carried_slots, sum(self.slots[s] for s in self.carried)
+        )
 
     def emit(self) -> None:
         """Step 3: one pack out of the queue."""
         ids = self.pending.popleft()
+        self.packs.append(ids)
         self.pending_samples -= len(ids)
         tally = self.tally
         tally.packs += 1
@@ -159,7 +168,7 @@ class _BufferModel:
         """Step 4, end of data: the queue, then the partial buffer (carry-over emits all)."""
         while self.pending:
             self.emit()
-        if self.reading:
+        if self.reading or self.carried:
             self.select(final=True)
         while self.pending:
             self.emit()
@@ -203,6 +212,23 @@ def _overlong_counts(cuts: list[OverlongCut], policy: OverlongPolicy) -> dict[st
         "truncated_tokens": sum(c.lost for c in kept),
         "split_overlong": len(kept) if policy is OverlongPolicy.SPLIT else 0,
     }
+
+
+def simulate_packs(
+    lengths: Sequence[int] | np.ndarray, spec: PackingSpec | int, buffer_size: int, **fields: Any
+) -> list[list[int]]:
+    """The packs :func:`simulate` emits, as lists of sample indices in emission order (indices
+    after the spec's over-long policy, which may split or drop samples; the loader's packs
+    when it reads the samples in this order).
+
+    ``simulate_packs([3, 3, 3, 3, 3], 6, 4, algorithm="first_fit")`` ->
+    ``[[0, 1], [2, 3], [4]]``.
+    """
+    spec = as_spec(spec, **fields)
+    lens, _ = cut_lengths(as_int_lengths(lengths), spec.pack_size, spec.overlong)
+    model = _BufferModel(lens.tolist(), spec.slot_lengths(lens).tolist(), spec, buffer_size)
+    model.run()
+    return model.packs
 
 
 def simulate(
@@ -251,5 +277,6 @@ def simulate(
         select_seconds=tally.select_seconds,
         max_age=tally.max_age,
         max_wait_samples=tally.max_wait,
+        max_carried_tokens=tally.max_carried_slots,
         warnings=_small_buffer_warnings(slots, size, buffer_size),
     )

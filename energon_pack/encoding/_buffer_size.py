@@ -1,13 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Warn when a packing buffer cannot fill one pack, and say which buffer size would.
+"""Warn when a packing buffer cannot fill a pack, and say which settings would.
 
-energon packs each buffer of ``packing_buffer_size`` samples on its own (carry-over aside), so
-a buffer whose samples total fewer tokens than one pack can only emit under-filled packs. With
-pack size 4096 and samples of 100 tokens on average, a pack needs about 41 samples: a buffer of
-16 fills at most 39 % of a pack, and the warning says so::
+energon packs each buffer of ``packing_buffer_size`` samples on its own, so a buffer whose
+samples total fewer tokens than one pack can only emit under-filled packs. With pack size 4096
+and samples of 100 tokens on average, a pack needs about 41 samples: a buffer of 16 fills at
+most 39 % of a pack, and the warning names both fixes::
 
     packing_buffer_size=16 cannot fill one pack: samples average 100.0 tokens, so a 4096-token
-    pack needs about 41.0 samples. Use packing_buffer_size >= 41 (about 164 for near-full packs).
+    pack needs about 41.0 samples. Use packing_buffer_size >= 41 (about 164 for near-full
+    packs), or carry_over=CarryOver() (packs grow across buffers: about 3 buffers per pack).
+
+With carry-over a partial pack grows across buffers, so a small buffer is fine as long as a
+pack fills in well under ``max_age`` buffers (a quarter of it: samples older than that start
+changing places to leave first); the warning then names the buffer that keeps it so.
 
 Both packing paths check one full buffer per process: the stock path in
 ``PackingTaskEncoder.select_samples_to_pack`` (a buffer shorter than ``packing_buffer_size``
@@ -22,6 +27,8 @@ import sys
 import warnings
 from collections.abc import Sequence
 
+from energon_pack.algorithms import CarryOver
+
 __all__ = ["SmallPackingBufferWarning", "small_buffer_message", "warn_if_buffer_too_small"]
 
 
@@ -29,33 +36,61 @@ class SmallPackingBufferWarning(UserWarning):
     """The packing buffer holds fewer tokens than one pack: packs cannot be filled."""
 
 
-def small_buffer_message(lengths: Sequence[int], pack_size: int, buffer_size: int) -> str | None:
-    """The warning text when ``lengths`` (one buffer) cannot fill a pack, else ``None``.
+def small_buffer_message(
+    lengths: Sequence[int],
+    pack_size: int,
+    buffer_size: int,
+    *,
+    carry_over: CarryOver | None = None,
+) -> str | None:
+    """The warning text when ``lengths`` (one buffer of new samples) cannot fill a pack with
+    these settings, else ``None``.
 
-    ``small_buffer_message([100] * 16, 4096, 16)`` names ``packing_buffer_size >= 41``.
+    ``small_buffer_message([100] * 16, 4096, 16)`` names ``packing_buffer_size >= 41`` and
+    carry-over; with ``carry_over=CarryOver()`` (max_age 64: up to 16 buffers per pack) it is
+    ``None``; with ``CarryOver(max_age=8)`` it names ``packing_buffer_size >= 21``.
     """
     if not lengths:
         return None
     mean = sum(lengths) / len(lengths)
     per_pack = pack_size / mean
-    if per_pack <= len(lengths):
+    buffers_per_pack = per_pack / len(lengths)
+    if carry_over is None:
+        if per_pack <= len(lengths):
+            return None
+        return (
+            f"packing_buffer_size={buffer_size} cannot fill one pack: samples average "
+            f"{mean:.1f} tokens, so a {pack_size}-token pack needs about {per_pack:.1f} samples. "
+            f"Use packing_buffer_size >= {math.ceil(per_pack)} (about "
+            f"{4 * math.ceil(per_pack)} for near-full packs), or carry_over=CarryOver() (packs "
+            f"grow across buffers: about {math.ceil(buffers_per_pack)} buffers per pack)."
+        )
+    quarter = max(1, carry_over.max_age // 4)
+    if buffers_per_pack <= quarter:
         return None
     return (
-        f"packing_buffer_size={buffer_size} cannot fill one pack: samples average "
-        f"{mean:.1f} tokens, so a {pack_size}-token pack needs about {per_pack:.1f} samples. "
-        f"Use packing_buffer_size >= {math.ceil(per_pack)} (about {4 * math.ceil(per_pack)} "
-        "for near-full packs)."
+        f"packing_buffer_size={buffer_size} fills a pack only across about "
+        f"{buffers_per_pack:.0f} buffers (samples average {mean:.1f} tokens, a {pack_size}-token "
+        f"pack needs about {per_pack:.1f}), more than max_age // 4 = {quarter}: partial packs "
+        f"will leave under-filled at max_age={carry_over.max_age}. Use packing_buffer_size >= "
+        f"{math.ceil(per_pack / quarter)}, or raise max_age (at most 99)."
     )
 
 
-def warn_if_buffer_too_small(lengths: Sequence[int], pack_size: int, buffer_size: int) -> bool:
+def warn_if_buffer_too_small(
+    lengths: Sequence[int],
+    pack_size: int,
+    buffer_size: int,
+    *,
+    carry_over: CarryOver | None = None,
+) -> bool:
     """Issue :class:`SmallPackingBufferWarning` when :func:`small_buffer_message` has one.
 
     Returns whether it warned, so that the caller (which keeps its own once-per-process flag)
     checks no further buffers. The warning points at the user's code that drives the loader
     (``for batch in loader:``), not at a line of energon, torch or energon-pack.
     """
-    message = small_buffer_message(lengths, pack_size, buffer_size)
+    message = small_buffer_message(lengths, pack_size, buffer_size, carry_over=carry_over)
     if message is None:
         return False
     warnings.warn(message, SmallPackingBufferWarning, stacklevel=_user_stacklevel())

@@ -2,30 +2,30 @@
 """Carry-over packing: under-filled packs go back into energon's reading buffer.
 
 Stock energon (7.4) packs every reading buffer on its own: whatever the packer returns is
-emitted, so the last packs of every buffer are half empty. :class:`CarryOverPackingDataset` is
-energon's ``PackingDataset`` with one step changed: after ``select_samples_to_pack`` has grouped
-the buffer, the pure planner :func:`energon_pack.algorithms.plan_carry_over` (the same code as
-``energon-pack simulate --carry-over``) decides which groups to emit and which samples to carry.
-Carried samples are put back at the front of energon's own savable reading buffer, so energon
-refills only the free slots and packs them with the next samples. Worked trace, pack size
-10, buffer 4, first-fit-decreasing, ``CarryOver(min_fill=0.9, max_carry_fraction=0.5,
-max_age=2)``::
+emitted, so the last packs of every buffer are half empty, and a buffer whose samples total less
+than a pack never fills one. :class:`CarryOverPackingDataset` is energon's ``PackingDataset``
+with one step changed: each ``select_samples_to_pack`` call packs the *carried* samples together
+with the buffer's new ones, and the pure planner :func:`energon_pack.algorithms.plan_carry_over`
+(the same code as ``energon-pack simulate --carry-over``) decides which groups to emit and which
+samples to carry again. Carried samples live in a buffer of their own, ``_carry_buffer``, that
+does not count against ``packing_buffer_size`` (energon's reading buffer refills to a full
+buffer of new samples every time); it is bounded in tokens by ``CarryOver.max_carry_packs``.
+Worked trace (the planner's, through the loader; tests/task_encoders/test_carry_over.py), pack
+size 10, buffer 2, first-fit-decreasing, ``CarryOver(min_fill=0.9, max_carry_packs=1,
+max_age=2)``, samples ``a..h`` of lengths ``4 3 2 5 6 3 1 2``::
 
-    select 1: buffer [a=6 b=5 c=3 d=2], ages [0 0 0 0]   groups [a c] 9/10, [b d] 7/10
-              emit [a c]; carry b, d (ages 1, 1)          reading buffer [b d]
-              energon refills the 2 free slots            reading buffer [b d e=4 f=3]
-    select 2: buffer [b d e f], ages [1 1 0 0]           groups [b e] 9/10, [f d] 5/10
-              emit [b e]; carry f, d (ages 1, 2)          d is emitted at the latest in
-                                                          select 3 (its age is max_age)
+    select 1: carried []     buffer [a b]   -> nothing emitted; carry a, b     (ages 1 1)
+    select 2: carried [a b]  buffer [c d]   -> emit [d a] 9/10; carry b, c     (ages 2 1)
+    select 3: carried [b c]  buffer [e f]   -> emit [e b] 9/10; carry c, f     (ages 2 1)
+    select 4: carried [c f]  buffer [g h]   -> emit [f c h g] (c reached max_age)
 
-What makes the carry exact across save/restore: carried samples *are* entries of energon's
+What makes the carry exact across save/restore: ``_carry_buffer`` is an energon
 ``SavableSampleBuffer`` (saved as restore keys, re-read and re-encoded on restore, like any
-buffered sample), and their ages are one more savable field, ``_carry_ages`` (the ages of the
-first ``len(_carry_ages)`` reading-buffer entries). Pack restore keys stay energon's own, so
-``loader.restore_sample`` needs nothing new. When the source is exhausted (``repeat=False``)
-nothing is carried: the last buffer is flushed as energon does, so no sample is lost. Carried
-samples occupy buffer slots (reading + pending never exceeds ``packing_buffer_size``), so memory
-and restore cost stay those of stock energon.
+buffered sample), and the ages are one more savable field, ``_carry_ages``. Pack restore keys
+stay energon's own, so ``loader.restore_sample`` needs nothing new. When the source is exhausted
+(``repeat=False``) the carried samples join the last partial buffer and everything is emitted,
+so no sample is lost. A select may emit nothing (a partial pack still growing), at most
+``max_age`` times in a row, below energon's retry limit for empty selections (checked here).
 
 The wrapper reaches into two internals of energon's ``PackingDataset`` (``_fill_reading_buffer``
 and ``_reading_buffer``); it refuses to run on energon versions it was not verified against
@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from megatron.energon.flavors.base_dataset import SavableDataset
 from megatron.energon.task_encoder.base import TaskEncoder, get_failure_tolerance, get_stateless
 from megatron.energon.worker import WorkerConfig
+from megatron.energon.wrappers.buffer import SavableSampleBuffer
 from megatron.energon.wrappers.packing_dataset import PackingDataset
 
 from energon_pack.algorithms import CarryOver, CarryOverPlan, plan_carry_over
@@ -110,10 +111,12 @@ class CarryOverPackingDataset(PackingDataset):
         planner: The planning function; default :func:`energon_pack.algorithms.plan_carry_over`.
     """
 
-    #: Ages of the first ``len(_carry_ages)`` reading-buffer entries (the carried samples).
+    #: The carried samples (outside energon's reading buffer and its sample count).
+    _carry_buffer: SavableSampleBuffer
+    #: Times each ``_carry_buffer`` entry has been carried.
     _carry_ages: list[int]
 
-    _savable_fields = (*PackingDataset._savable_fields, "_carry_ages")
+    _savable_fields = (*PackingDataset._savable_fields, "_carry_buffer", "_carry_ages")
 
     def __init__(
         self,
@@ -139,6 +142,14 @@ class CarryOverPackingDataset(PackingDataset):
         self._planner: CarryOverPlanner = planner if planner is not None else plan_carry_over
         self._source_exhausted = False
         self._warned_small_buffer = False
+        tolerance = kwargs.get("pre_packer_failure_tolerance", 100)
+        if 0 < tolerance <= carry_over.max_age:
+            raise ValueError(
+                f"carry_over.max_age={carry_over.max_age} must be below the select failure "
+                f"tolerance {tolerance}: a buffer may emit no pack max_age times in a row and "
+                "energon gives up after that many empty selections. Lower max_age or raise "
+                "the tolerance."
+            )
         super().__init__(
             dataset,
             buffer_size,
@@ -150,57 +161,73 @@ class CarryOverPackingDataset(PackingDataset):
 
     def reset_state_own(self) -> None:
         super().reset_state_own()
+        self._carry_buffer = SavableSampleBuffer(self.dataset, worker_config=self.worker_config)
         self._carry_ages = []
 
     def _fill_reading_buffer(self, source_iter: Iterator[Any], log_progress: bool = False) -> bool:
         more = super()._fill_reading_buffer(source_iter, log_progress=log_progress)
         if not more:
-            # From here on energon only flushes: the carried samples must be emitted too.
+            # From here on energon only flushes (the reading buffer, if not empty): the carried
+            # samples join it, in front as in every select, and the last select emits all.
             self._source_exhausted = True
+            carried, carried_keys = self._carry_buffer.flush()
+            self._carry_ages = []
+            read, read_keys = self._reading_buffer.flush()
+            self._reading_buffer.extend(carried, carried_keys)
+            self._reading_buffer.extend(read, read_keys)
         return more
 
     def __iter__(self) -> Iterator[Any]:
         self._source_exhausted = False
+        self._carry_buffer.worker_start()
         yield from super().__iter__()
 
     def _select_and_plan(self, samples: list[Any]) -> list[list[Any]]:
-        """The ``pre_packer`` energon calls: select, plan, put carried samples back."""
-        # energon cleared the reading buffer before this call; clear the ages with it first, so
-        # that an exception below (energon then skips the buffer) leaves a consistent state.
+        """The ``pre_packer`` energon calls: select over carried + new, plan, keep the carry."""
+        # Take the carried samples out first, so that an exception below (energon then skips
+        # the buffer) leaves a consistent state.
+        carried, _ = self._carry_buffer.flush()
         carried_ages, self._carry_ages = self._carry_ages, []
-        groups = self._select(samples)
-        index_of = {id(sample): i for i, sample in enumerate(samples)}
-        index_groups = [[index_of.get(id(sample), -1) for sample in group] for group in groups]
-        placed = sorted(i for group in index_groups for i in group)
-        if placed != list(range(len(samples))):
-            raise ValueError(
-                f"select_samples_to_pack must return every sample of the buffer exactly once "
-                f"(the same objects) under carry-over; it placed {len(placed)} of "
-                f"{len(samples)} samples: buffer indices {placed[:16]}... (-1: a new object)."
-            )
-        lengths = [int(self._sample_length(sample)) for sample in samples]
         final = self._source_exhausted
         if not final and not self._warned_small_buffer:
             self._warned_small_buffer = warn_if_buffer_too_small(
-                lengths, self.pack_size, self.buffer_size
+                [int(self._sample_length(s)) for s in samples],
+                self.pack_size,
+                self.buffer_size,
+                carry_over=self.carry_over,
             )
-        ages = carried_ages + [0] * (len(samples) - len(carried_ages))
+        pool = carried + samples
+        index_groups = self._index_groups(pool, self._select(pool))
+        lengths = [int(self._sample_length(sample)) for sample in pool]
+        ages = carried_ages + [0] * len(samples)
         plan = self._planner(
             lengths, ages, self.pack_size, index_groups, self.carry_over, final=final
         )
         carry = [int(i) for i in plan.carry]
         new_ages = [int(age) for age in plan.carry_ages]
         placed = sorted([i for group in plan.emit for i in group] + carry)
-        if placed != list(range(len(samples))) or len(new_ages) != len(carry):
+        if placed != list(range(len(pool))) or len(new_ages) != len(carry):
             raise RuntimeError(
                 f"The carry-over planner {self._planner!r} did not place every sample exactly "
                 f"once (emit={plan.emit}, carry={carry}, ages={new_ages}); this is its bug."
             )
-        # The carried samples go back to the front of the (empty) reading buffer; energon
-        # refills only the remaining slots. At end of data the planner carries nothing.
-        self._reading_buffer.extend([samples[i] for i in carry])
+        self._carry_buffer.extend([pool[i] for i in carry])
         self._carry_ages = new_ages
-        return [[samples[i] for i in group] for group in plan.emit]
+        return [[pool[i] for i in group] for group in plan.emit]
+
+    @staticmethod
+    def _index_groups(pool: list[Any], groups: list[list[Any]]) -> list[list[int]]:
+        """``groups`` of samples as pool indices; every sample of the pool exactly once."""
+        index_of = {id(sample): i for i, sample in enumerate(pool)}
+        index_groups = [[index_of.get(id(sample), -1) for sample in group] for group in groups]
+        placed = sorted(i for group in index_groups for i in group)
+        if placed != list(range(len(pool))):
+            raise ValueError(
+                f"select_samples_to_pack must return every sample of the buffer exactly once "
+                f"(the same objects) under carry-over; it placed {len(placed)} of "
+                f"{len(pool)} samples: buffer indices {placed[:16]}... (-1: a new object)."
+            )
+        return index_groups
 
     def config(self) -> dict[str, Any]:
         config = super().config()

@@ -80,5 +80,5 @@ def test_simulate_reports_the_carry_over_policy() -> None:
     policy = CarryOver(max_age=2)
     r = simulate([3] * 8, PackingSpec(pack_size=6, carry_over=policy), 4)
     assert r.carry_over == policy
-    assert r.to_dict()["carry_over"] == {"min_fill": 0.99, "max_carry_fraction": 0.5, "max_age": 2}
+    assert r.to_dict()["carry_over"] == {"min_fill": 0.998, "max_carry_packs": 8.0, "max_age": 2}
     assert simulate([3] * 8, 6, 4).to_dict()["carry_over"] is None

@@ -37,11 +37,34 @@ def test_overlong_split_and_drop_counts() -> None:
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_carry_over_every_sample_exactly_once_and_age_bounded(name: str) -> None:
     lengths = np.random.default_rng(1).integers(1, 900, size=800)
-    cfg = CarryOver(min_fill=0.99, max_carry_fraction=0.5, max_age=3)
+    cfg = CarryOver(min_fill=0.99, max_carry_packs=2, max_age=3)
     r = simulate(lengths, 1024, 16, algorithm=name, carry_over=cfg)
     assert r.samples_out == r.samples_packed == 800
     assert r.tokens == int(lengths.sum())  # nothing lost, flushed at the end
     assert r.max_age <= 3
+    assert r.max_carried_tokens <= 2 * 1024  # the token budget holds
+
+
+def test_carry_over_worked_trace_from_the_planner_docstring() -> None:
+    cfg = CarryOver(min_fill=0.9, max_carry_packs=1, max_age=2)
+    r = simulate([4, 3, 2, 5, 6, 3, 1, 2], 10, 2, algorithm="first_fit_decreasing", carry_over=cfg)
+    assert (r.packs, r.max_age, r.select_calls) == (3, 2, 4)
+    assert simulate([4, 3, 2, 5, 6, 3, 1, 2], 10, 2, algorithm="first_fit_decreasing").packs == 4
+
+
+def test_short_documents_fill_packs_at_buffer_16_within_the_stated_wait() -> None:
+    # A buffer of 16 short documents (~40 tokens) holds a sixth of a 4096-token pack: stock
+    # packing fills ~17%; the token-budget carry-over grows partial packs across buffers.
+    rng = np.random.default_rng(0)
+    lengths = np.maximum(1, np.rint(np.exp(rng.normal(np.log(26), 1.0, 20_000)))).astype(int)
+    cfg = CarryOver()
+    stock, carried = simulate(lengths, 4096, 16), simulate(lengths, 4096, 16, carry_over=cfg)
+    assert stock.fill < 0.2 and carried.fill > 0.99
+    assert carried.samples_out == lengths.size
+    assert carried.max_age <= cfg.max_age
+    # The stated wait: selected at most max_age + 1 times, plus the packs queued before it.
+    assert carried.max_wait_samples <= (cfg.max_age + 2) * 16
+    assert carried.max_carried_tokens <= cfg.budget_tokens(4096)
 
 
 def test_carry_over_improves_fill_on_small_buffers() -> None:

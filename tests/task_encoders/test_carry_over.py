@@ -3,10 +3,12 @@
 
 The product's ``PackingTaskEncoder`` (as :class:`~energon_pack.testing._encoders.LengthTextEncoder`:
 sample text ``"n"`` is a document of n tokens; packs of 64 tokens) over 150 TextSamples of 1..40
-tokens, buffer 8, ``CarryOver(min_fill=0.9, max_carry_fraction=0.5, max_age=2)``: every
-sample exactly once for every registered algorithm, no sample selected more than ``max_age + 1``
-times, save/restore at num_workers 0 and 2 from states that hold carried samples, exact
-``restore_sample``; then the same contract with the project's ``LLMPackingTaskEncoder``.
+tokens, buffer 8, ``CarryOver(min_fill=0.9, max_carry_packs=1, max_age=2)``: every sample
+exactly once for every registered algorithm, no sample selected more than ``max_age + 1`` times,
+the loader's packs equal ``simulate``'s (one planner), save/restore at num_workers 0 and 2 from
+states that hold carried samples, exact ``restore_sample``; short documents at a buffer that
+holds a fraction of a pack (the token budget); then the same contract with the project's
+``LLMPackingTaskEncoder``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 import pytest
 import torch
 
-from energon_pack.algorithms import ALGORITHMS, CarryOver
+from energon_pack.algorithms import ALGORITHMS, CarryOver, PackingSpec, simulate_packs
 from energon_pack.encoding import SmallPackingBufferWarning
 from energon_pack.samples import PackedTextSample
 from energon_pack.task_encoders import LLMPackingTaskEncoder
@@ -34,8 +36,8 @@ PACK_SIZE = 64
 NUM_SAMPLES = 150
 
 
-#: Carry groups under 90% full, at most half the buffer, at most twice per sample.
-CONFIG = CarryOver(min_fill=0.9, max_carry_fraction=0.5, max_age=2)
+#: Carry groups under 90% full, at most one pack's worth of tokens, at most twice per sample.
+CONFIG = CarryOver(min_fill=0.9, max_carry_packs=1, max_age=2)
 
 
 # --- dataset and loader helpers ------------------------------------------------------------
@@ -86,21 +88,69 @@ def fill(packs: list[PackedTextSample]) -> float:
 
 
 def test_worked_trace_from_the_module_docstring(tmp_path: Path) -> None:
-    # Lengths a..f = 6 5 3 2 4 3, pack 10, buffer 4, max_age 2 (the carry_over.py trace):
-    # select 1 [a b c d] -> emit [a c] (9/10), carry [b d] (7/10); refill e, f;
-    # select 2 [b d e f] -> emit [b e] (9/10), carry [f d] (5/10); end of data;
-    # select 3 [f d] (final) -> emit [f d]. Stock energon emits [a c] [b d] [e f] instead.
-    path = make_text_dataset(tmp_path / "ds", [str(n) for n in (6, 5, 3, 2, 4, 3)])
-    a, b, c, d, e, f = (sample_key(i) for i in range(6))
+    # Lengths a..h = 4 3 2 5 6 3 1 2, pack 10, buffer 2 (the wrappers/_carry_over.py trace):
+    # [d a] and [e b] at 9/10, then [f c h g] when c reaches max_age; stock: 4 packs of 2.
+    path = make_text_dataset(tmp_path / "ds", [str(n) for n in (4, 3, 2, 5, 6, 3, 1, 2)])
+    a, b, c, d, e, f, g, h = (sample_key(i) for i in range(8))
 
     def packs(carry: CarryOver | None) -> list[list[str]]:
         encoder = LengthTextEncoder(
             pack_size=10, algorithm="first_fit_decreasing", carry_over=carry
         )
-        return [p.sample_keys for p in make_loader(path, encoder, packing_buffer_size=4)]
+        return [p.sample_keys for p in make_loader(path, encoder, packing_buffer_size=2)]
 
-    assert packs(CONFIG) == [[a, c], [b, e], [f, d]]
-    assert packs(None) == [[a, c], [b, d], [e, f]]
+    assert packs(CONFIG) == [[d, a], [e, b], [f, c, h, g]]
+    assert sorted(map(sorted, packs(None))) == [[a, b], [c, d], [e, f], [g, h]]
+
+
+@pytest.mark.parametrize("buffer", [1, 4, 8])
+@pytest.mark.parametrize("policy", [CONFIG, CarryOver()])
+def test_loader_packs_equal_simulate(text_dataset, buffer: int, policy: CarryOver) -> None:
+    # simulate on the order in which the loader read the samples (first appearance in its
+    # selections) gives the same packs, member by member: the planner is one function.
+    path, lengths = text_dataset
+    encoder = LengthTextEncoder(
+        pack_size=PACK_SIZE, algorithm="first_fit_decreasing", carry_over=policy
+    )
+    packs = [p.sample_keys for p in make_loader(path, encoder, packing_buffer_size=buffer)]
+    keys = list(dict.fromkeys(k for selection in encoder.selections for k in selection))
+    assert sorted(keys) == sorted(lengths)
+    spec = PackingSpec(pack_size=PACK_SIZE, algorithm="first_fit_decreasing", carry_over=policy)
+    simulated = simulate_packs([lengths[k] for k in keys], spec, buffer)
+    assert packs == [[keys[i] for i in pack] for pack in simulated]
+
+
+def test_short_documents_fill_at_a_buffer_smaller_than_a_pack(tmp_path: Path) -> None:
+    # 600 documents of 1..6 tokens (mean 3.5), pack 64, buffer 4: a buffer holds ~14 tokens,
+    # a fifth of a pack. Stock packing fills ~22%; carried partial packs grow across buffers.
+    rng = random.Random(7)
+    lengths = [rng.randint(1, 6) for _ in range(600)]
+    path = make_text_dataset(tmp_path / "ds", [str(n) for n in lengths], samples_per_shard=200)
+    policy = CarryOver(max_age=32)
+
+    def run(carry: CarryOver | None) -> tuple[list[PackedTextSample], list[Any]]:
+        loader = make_loader(
+            path, LengthTextEncoder(pack_size=PACK_SIZE, carry_over=carry), packing_buffer_size=4
+        )
+        packs, states = [], []
+        for pack in loader:
+            states.append(loader.save_state_rank())
+            packs.append(pack)
+        return packs, states
+
+    stock, _ = run(None)
+    packs, states = run(policy)
+    assert fill(stock) < 0.3 and fill(packs) > 0.95
+    assert sorted(k for p in packs for k in p.sample_keys) == [sample_key(i) for i in range(600)]
+    # More samples are carried than the buffer holds (the budget is in tokens, not samples)...
+    assert max(len(ages) for s in states for ages in find_carry_ages(s)) > 2 * 4
+    # ... and resuming from such a state continues exactly.
+    step = max(range(len(states)), key=lambda i: sum(map(len, find_carry_ages(states[i]))))
+    resumed = make_loader(
+        path, LengthTextEncoder(pack_size=PACK_SIZE, carry_over=policy), packing_buffer_size=4
+    )
+    resumed.restore_state_rank(states[step])
+    assert [p.sample_keys for p in resumed] == [p.sample_keys for p in packs[step + 1 :]]
 
 
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
@@ -198,11 +248,13 @@ def test_small_buffer_warns_with_a_size_that_fills(text_dataset) -> None:
     encoder = toy_encoder()
     with pytest.warns(SmallPackingBufferWarning) as record:
         packs = list(make_loader(path, encoder, packing_buffer_size=1))
-    # A buffer of one sample of n < 64 tokens cannot fill a pack; ceil(64 / n) samples can.
+    # A buffer of one sample of n < 64 tokens needs 64 / n buffers per pack, more than
+    # max_age // 4 = 1 (CONFIG): ceil(64 / n) samples per buffer keep a pack within it.
     first = lengths[encoder.selections[0][0]]
     messages = [str(w.message) for w in record if w.category is SmallPackingBufferWarning]
     assert len(messages) == 1  # once per dataset, not once per buffer
-    assert f"packing_buffer_size >= {-(-PACK_SIZE // first)} " in messages[0]
+    assert f"packing_buffer_size >= {-(-PACK_SIZE // first)}," in messages[0]
+    assert "max_age" in messages[0]
     assert sorted(k for p in packs for k in p.sample_keys) == sorted(lengths)
 
 

@@ -100,6 +100,8 @@ class AnalysisResult:
     recommended_buffer_size: int | None  #: smallest candidate reaching ``target_fill``
     buffer_sweep: dict[int, float]  #: candidate buffer size -> simulated fill
     carry_over_fill: float | None  #: simulated fill with carry-over when it was off
+    #: smallest candidate buffer reaching ``target_fill`` with the default ``CarryOver()``
+    carry_over_buffer_size: int | None = None
     lengths: list[int] = field(repr=False)
     pack_fills: list[float] = field(repr=False)
     #: document (piece) lengths of the first :data:`FIRST_PACKS` packs, as the loader emitted them
@@ -160,6 +162,17 @@ class AnalysisResult:
                 )
             )
         rows.append(("recommended buffer", rec))
+        if self.carry_over_buffer_size is not None:
+            policy = CarryOver()
+            rows.append(
+                (
+                    "or with carry-over",
+                    f"buffer {self.carry_over_buffer_size} and --carry-over (defaults: "
+                    f"min_fill {policy.min_fill}, max_carry_packs {policy.max_carry_packs:g}, "
+                    f"max_age {policy.max_age}: a document waits at most "
+                    f"{policy.max_age + 1} buffers)",
+                )
+            )
         return [f"{name:<19} {value}" for name, value in rows]
 
 
@@ -309,6 +322,7 @@ def _replay_and_sweep(
         "recommended_buffer_size": None,
         "buffer_sweep": {},
         "carry_over_fill": None,
+        "carry_over_buffer_size": None,
     }
     if not lengths:
         return figures
@@ -319,6 +333,10 @@ def _replay_and_sweep(
     if spec.carry_over is None:
         with_carry = simulate(lengths, spec, buffer_size, carry_over=CarryOver())
         figures["carry_over_fill"] = with_carry.fill
+    # Carry-over reaches the target at smaller buffers (short documents especially).
+    figures["carry_over_buffer_size"], _ = recommend_buffer_size(
+        lengths, spec, target_fill=target, carry_over=spec.carry_over or CarryOver()
+    )
     return figures
 
 

@@ -103,6 +103,7 @@ def test_recommendation_and_plot(tmp_path: Path, tokenizer_dir: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     assert "recommended buffer" in res.output and "at buffer 2 with --carry-over" in res.output
+    assert "or with carry-over" in res.output and "waits at most 65 buffers" in res.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

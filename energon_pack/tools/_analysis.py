@@ -162,17 +162,16 @@ class AnalysisResult:
                 )
             )
         rows.append(("recommended buffer", rec))
-        if self.carry_over_buffer_size is not None:
-            policy = CarryOver()
-            rows.append(
-                (
-                    "or with carry-over",
-                    f"buffer {self.carry_over_buffer_size} and --carry-over (defaults: "
-                    f"min_fill {policy.min_fill}, max_carry_packs {policy.max_carry_packs:g}, "
-                    f"max_age {policy.max_age}: a document waits at most "
-                    f"{policy.max_age + 1} buffers)",
-                )
+        policy, best = CarryOver(), self.carry_over_buffer_size
+        reach = f"buffer {best}" if best else f"no candidate buffer reaches {self.target_fill:.2%}"
+        rows.append(
+            (
+                "or with carry-over",
+                f"{reach} with --carry-over (defaults: min_fill {policy.min_fill}, "
+                f"max_carry_packs {policy.max_carry_packs:g}, max_age {policy.max_age}: a "
+                f"document waits at most {policy.max_age + 1} buffers)",
             )
+        )
         return [f"{name:<19} {value}" for name, value in rows]
 
 

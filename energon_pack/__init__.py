@@ -36,10 +36,12 @@ if TYPE_CHECKING:
     from energon_pack.samples import EncodedSample, PackedTextBatch, PackedTextSample
     from energon_pack.task_encoders import (
         CaptioningPackingTaskEncoder,
+        ConversationPackingTaskEncoder,
         LLMPackingTaskEncoder,
         PackingConfig,
         PackingTaskEncoder,
         SFTPackingTaskEncoder,
+        VQAPackingTaskEncoder,
     )
 
 __version__ = "0.1.0"
@@ -55,15 +57,18 @@ _LAZY: dict[str, str] = {
     "PackedTextBatch": "energon_pack.samples",
     "PackedTextSample": "energon_pack.samples",
     "CaptioningPackingTaskEncoder": "energon_pack.task_encoders",
+    "ConversationPackingTaskEncoder": "energon_pack.task_encoders",
     "LLMPackingTaskEncoder": "energon_pack.task_encoders",
     "PackingConfig": "energon_pack.task_encoders",
     "PackingTaskEncoder": "energon_pack.task_encoders",
     "SFTPackingTaskEncoder": "energon_pack.task_encoders",
+    "VQAPackingTaskEncoder": "energon_pack.task_encoders",
 }
 
 __all__ = [
     "ALGORITHMS",
     "CaptioningPackingTaskEncoder",
+    "ConversationPackingTaskEncoder",
     "CarryOver",
     "check_model",
     "EncodedSample",
@@ -81,6 +86,7 @@ __all__ = [
     "seeded_stateless",
     "SFTPackingTaskEncoder",
     "simulate",
+    "VQAPackingTaskEncoder",
     "SmallPackingBufferWarning",
     "__version__",
 ]

@@ -18,7 +18,7 @@ process.
 """
 
 from energon_pack.task_encoders._base import PackingConfig, PackingTaskEncoder
-from energon_pack.task_encoders._captioning import CaptioningPackingTaskEncoder, to_pil_image
+from energon_pack.task_encoders._captioning import CaptioningPackingTaskEncoder
 from energon_pack.task_encoders._conversation import (
     ConversationPackingTaskEncoder,
     ConversationSample,
@@ -50,6 +50,5 @@ __all__ = [
     "cook_prompt_response",
     "cook_text",
     "normalize_conversation",
-    "to_pil_image",
     "vqa_conversations",
 ]

@@ -36,7 +36,7 @@ from energon_pack.samples import (
 )
 from energon_pack.task_encoders._base import PackingTaskEncoder
 
-__all__ = ["CaptioningPackingTaskEncoder", "to_pil_image"]
+__all__ = ["CaptioningPackingTaskEncoder"]
 
 
 class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):

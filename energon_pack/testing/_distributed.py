@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from energon_pack.testing._contracts import RUN_RECORD_FIELDS
+
 __all__ = [
     "RESULTS_DIR_ENV",
     "TorchrunError",
@@ -186,14 +188,14 @@ def _feed(h: Any, value: Any) -> None:
 def _feed_fields(h: Any, item: Any) -> None:
     h.update(type(item).__name__.encode())
     for f in dataclasses.fields(item):
-        if f.name != "__restore_key__":
+        if f.name != "__restore_key__" and f.name not in RUN_RECORD_FIELDS:
             h.update(f.name.encode())
             _feed(h, getattr(item, f.name))
 
 
 def item_digest(item: Any) -> str:
     """SHA-256 over every dataclass field of ``item`` (nested dataclasses included) except
-    ``__restore_key__`` (hex)."""
+    ``__restore_key__`` and the run's ``counts`` (``RUN_RECORD_FIELDS``), hex."""
     h = hashlib.sha256()
     _feed_fields(h, item)
     return h.hexdigest()

@@ -17,6 +17,14 @@ from energon_pack.encoding._errors import (
     SkipCounter,
     counting_skips,
 )
+from energon_pack.encoding._light_media import (
+    MediaPlanner,
+    check_planned,
+    header_size,
+    kept_items,
+    resolve_light_media,
+    row_map,
+)
 from energon_pack.encoding._media import (
     MediaProcessor,
     ProcessedMedia,
@@ -46,19 +54,25 @@ from energon_pack.encoding._tokenization import (
 
 __all__ = [
     "apply_overlong_policy",
+    "check_planned",
     "counting_skips",
     "current_seed_args",
     "DocumentTokenizer",
     "expand_placeholders",
     "FatalOverlongSampleError",
+    "header_size",
+    "kept_items",
     "load_tokenizer",
     "logger",
     "masked_document",
+    "MediaPlanner",
     "MediaProcessor",
     "OverlongSampleError",
     "PackingStats",
     "ProcessedMedia",
+    "resolve_light_media",
     "restoring_item",
+    "row_map",
     "seeded_stateless",
     "SeedSource",
     "SkipCounter",

@@ -21,6 +21,7 @@ document, text-only documents too) are built that way.
 from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch, collate_packs
 from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample
+from energon_pack.samples._light import LightCaptioningDocument, LightMultimodalDocument
 from energon_pack.samples._multimodal import (
     EncodedMultimodalSample,
     PackedMultimodalBatch,
@@ -39,6 +40,8 @@ __all__ = [
     "EncodedCaptioningSample",
     "EncodedMultimodalSample",
     "EncodedSample",
+    "LightCaptioningDocument",
+    "LightMultimodalDocument",
     "PackedCaptioningBatch",
     "PackedCaptioningSample",
     "PackedMultimodalBatch",

@@ -94,6 +94,9 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     pack_type: ClassVar[type[PackedTextSample]] = PackedTextSample
     #: The batch type ``batch`` builds (``from_packs``); one per modality.
     batch_type: ClassVar[type[PackedTextBatch]] = PackedTextBatch
+    #: True when the buffer holds light documents (media planned, not decoded):
+    #: :meth:`postencode_document` then materializes each member of a selected pack.
+    light_media: bool = False
 
     def __init__(self, config: PackingSpec | None = None, **config_fields: Any) -> None:
         if config is None:
@@ -151,6 +154,20 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
             ):
                 stats.documents += 1
                 yield piece
+
+    @seeded_stateless(seed_from=SeedSource.RESTORE_KEY)
+    def postencode_document(self, doc: EncodedSample) -> EncodedSample:
+        """With ``light_media``: :meth:`materialize` one member of a selected pack.
+
+        energon runs it after selection, before ``pack_selected_samples``; it is seeded from the
+        member's restore key, so augmentations drawn there reproduce on resume and
+        ``restore_sample`` (see :mod:`energon_pack.wrappers` for the energon 7.4.1 fix).
+        """
+        return self.materialize(doc)
+
+    def materialize(self, doc: EncodedSample) -> EncodedSample:
+        """Hook: the document with its media decoded and processed (default: ``doc``)."""
+        return doc
 
     def _stats_now(self) -> PackingStats:
         """``self.stats``, or a scratch one while ``restore_sample`` rebuilds a counted item."""
@@ -243,6 +260,17 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         if packing_buffer_size is not None and self.config.carry_over is None:
             # The stock path checks the buffer in select_samples_to_pack (carry-over: its dataset).
             self._stock_buffer_size = packing_buffer_size
+            if self.light_media:  # members materialized after selection, restorable
+                from energon_pack.wrappers import build_postencode_packing_dataset
+
+                dataset = build_postencode_packing_dataset(
+                    self,
+                    dataset,
+                    packing_buffer_size=packing_buffer_size,
+                    worker_config=worker_config,
+                    sample_encoder=self.postencode_document,
+                )
+                packing_buffer_size = None
         elif packing_buffer_size is not None:
             from energon_pack.wrappers import build_packing_dataset
 

@@ -17,18 +17,33 @@ and skips the sample, the loader goes on. Decoded inputs (PIL images or ``(C, H,
 when you set a decoder) are accepted too. Override :meth:`augment_image` for random
 augmentations: it runs seeded, so ``restore_sample`` and resume reproduce them.
 ``mrope=True`` adds Qwen2-VL 3-row position ids to each pack.
+
+Light media buffers (``light_media``, on by default where exact): the buffer holds
+:class:`~energon_pack.samples.LightCaptioningDocument` (tokens planned from the image header
+with the processor's own resize rule, the encoded image bytes), and the image is decoded,
+augmented and processed in :meth:`materialize` for the members of selected packs only; packs
+are the same as with ``light_media=False`` (see docs/howto/light-media.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 import torch
 from megatron.energon import CaptioningSample
 
-from energon_pack.encoding import DocumentTokenizer, to_pil_image
+from energon_pack.encoding import (
+    DocumentTokenizer,
+    check_planned,
+    kept_items,
+    resolve_light_media,
+    to_pil_image,
+)
 from energon_pack.samples import (
     EncodedCaptioningSample,
+    EncodedSample,
+    LightCaptioningDocument,
     PackedCaptioningBatch,
     PackedCaptioningSample,
     PackedTextBatch,
@@ -50,6 +65,8 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         image_token: The placeholder token repeated for each image.
         add_bos, add_eos, eod_token_id: As in ``LLMPackingTaskEncoder``.
         mrope: Add 3-row mRoPE position ids to each pack.
+        light_media: Buffer planned documents, decode images after selection (``None``: where
+            exact and without carry-over; ``True``: raise where not possible).
         **packing: :class:`~energon_pack.task_encoders.PackingConfig` fields.
     """
 
@@ -70,6 +87,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         add_eos: bool | None = None,
         eod_token_id: int | None = None,
         mrope: bool = False,
+        light_media: bool | None = None,
         **packing: Any,
     ) -> None:
         self.tokenizer = DocumentTokenizer(
@@ -81,6 +99,15 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         self.spatial_merge_size = int(getattr(image_processor, "merge_size", 2))
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
+        self.media_planner = resolve_light_media(
+            light_media,
+            image_processor,
+            carry_over=self.config.carry_over,
+            name=type(self).__name__,
+        )
+        self.light_media = self.media_planner is not None
+        #: Samples this process decoded in the buffer although light (header without a size).
+        self.light_fallbacks = 0
 
     def pack_options(self) -> dict[str, Any]:
         """``mrope`` and the image processor's ``spatial_merge_size``, for each pack."""
@@ -97,15 +124,41 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         grid = torch.as_tensor(out["image_grid_thw"]).to(torch.int64).reshape(-1, 3)
         return pixel_values, grid
 
-    def encode_document(self, sample: CaptioningSample) -> EncodedCaptioningSample:
-        key = sample.__key__
-        image = self.augment_image(to_pil_image(sample.image, key=key))
+    def _processed(self, image: Any, key: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """Decode, augment and process one image (errors name the sample)."""
+        image = self.augment_image(to_pil_image(image, key=key))
         try:
-            pixel_values, grid = self.process_image(image)
+            return self.process_image(image)
         except Exception as e:
             raise ValueError(
                 f"sample {key!r}: the image processor failed ({type(e).__name__}: {e})."
             ) from e
+
+    def encode_document(self, sample: CaptioningSample) -> EncodedCaptioningSample:
+        key = sample.__key__
+        if self.media_planner is not None:
+            planned = self.media_planner.images([sample.image], key=key)
+            if planned is not None:
+                doc = self._document(sample, planned.pixel_values, planned.grid_thw)
+                return LightCaptioningDocument(**_fields(doc), images=[sample.image])
+            self.light_fallbacks += 1
+        return self._document(sample, *self._processed(sample.image, key))
+
+    def materialize(self, doc: EncodedSample) -> EncodedSample:
+        """A light document with its kept image(s) decoded, augmented and processed."""
+        if not isinstance(doc, LightCaptioningDocument):
+            return doc
+        parts = [self._processed(doc.images[i], doc.__key__) for i in kept_items(doc.pixel_values)]
+        patch_dim = 3 * self.media_planner.temporal_patch_size * self.media_planner.patch_size**2
+        pixel_values = torch.cat([p for p, _ in parts]) if parts else torch.zeros(0, patch_dim)
+        grid = torch.cat([g for _, g in parts]) if parts else torch.zeros(0, 3, dtype=torch.int64)
+        check_planned(doc.image_grid_thw, grid, key=doc.__key__)
+        fields = _fields(doc, drop=("images",))
+        return EncodedCaptioningSample(**{**fields, "pixel_values": pixel_values})
+
+    def _document(
+        self, sample: CaptioningSample, pixel_values: torch.Tensor, grid: torch.Tensor
+    ) -> EncodedCaptioningSample:
         num_image_tokens = int(grid.prod()) // self.spatial_merge_size**2
         caption = sample.caption
         caption = caption.decode() if isinstance(caption, (bytes, bytearray)) else caption
@@ -124,3 +177,8 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
             image_grid_thw=grid,
             image_spans=torch.tensor([[start, start + num_image_tokens]], dtype=torch.int64),
         )
+
+
+def _fields(doc: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The dataclass fields of ``doc`` by name, except ``drop``."""
+    return {f.name: getattr(doc, f.name) for f in dataclasses.fields(doc) if f.name not in drop}

@@ -10,11 +10,17 @@ from energon_pack.wrappers._carry_over import (
     build_packing_dataset,
     check_energon_version,
 )
+from energon_pack.wrappers._postencode import (
+    PostencodePackingDataset,
+    build_postencode_packing_dataset,
+)
 
 __all__ = [
     "build_packing_dataset",
+    "build_postencode_packing_dataset",
     "CarryOverPackingDataset",
     "CarryOverPlanner",
     "check_energon_version",
+    "PostencodePackingDataset",
     "VERIFIED_ENERGON_VERSIONS",
 ]

@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Light media buffers: exact placeholder counts from image headers, pixels decoded later.
+
+A packing buffer of processed images is heavy: one 1024x768 image through a Qwen2-VL processor
+is 4,000 patch rows of 1,176 floats (18 MB). The packer only needs each document's *length*,
+and the length depends on the image only through its processed grid, which the processor
+computes from the image size alone (its ``smart_resize`` rule). :class:`MediaPlanner` reads the
+size from the header (``PIL.Image.open`` is lazy: no pixels are decoded), applies the
+processor's own rule and returns the grid. The pixels are decoded and processed later, for the
+members of a selected pack only (``postencode``). Example, the test processor (patch 14, merge
+2, 784..12544 pixels) and a 640x480 JPEG header::
+
+    smart_resize(480, 640, factor=28, min_pixels=784, max_pixels=12544) -> (84, 112)
+    grid (1, 6, 8) -> 48 patch rows -> 48 / 2**2 = 12 placeholder tokens
+
+A planned document holds a *row map* where the processed pixels will go: ``(rows, 1)`` int32,
+the index of the image each pixel row comes from (4 bytes a row instead of 4,704), so the
+over-long cut keeps the right images and :func:`kept_items` recovers them. The plan is exact
+only where the rule is the processor's: :meth:`MediaPlanner.for_processor` finds
+``smart_resize`` in the processor's module, checks it against the processor on probe images,
+and gives ``None`` otherwise (the encoders then decode in the buffer, as before).
+
+EXIF orientation: the encoders decode with :func:`~energon_pack.encoding.to_pil_image`, which
+does not apply it, so the header size is the decoded size (a test checks a rotated JPEG).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from energon_pack.encoding._media import ProcessedMedia
+
+__all__ = [
+    "MediaPlanner",
+    "check_planned",
+    "header_size",
+    "kept_items",
+    "resolve_light_media",
+    "row_map",
+]
+
+#: Image sizes (width, height) the planner is checked on against the processor.
+PROBE_SIZES: tuple[tuple[int, int], ...] = ((37, 53), (211, 29), (90, 90), (5, 7))
+
+
+def header_size(item: Any) -> tuple[int, int] | None:
+    """``(width, height)`` of an image without decoding its pixels, or None if unknown.
+
+    Encoded bytes: from the header (``Image.open`` reads it lazily); a PIL image: ``.size``;
+    a ``(C, H, W)`` tensor: its shape. ``header_size(random_png_bytes(64, 48)) == (64, 48)``.
+    """
+    from PIL import Image
+
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        try:
+            with Image.open(io.BytesIO(bytes(item))) as im:
+                return int(im.size[0]), int(im.size[1])
+        except Exception:
+            return None
+    if isinstance(item, Image.Image):
+        return int(item.size[0]), int(item.size[1])
+    if isinstance(item, torch.Tensor) and item.dim() == 3:
+        return int(item.shape[2]), int(item.shape[1])
+    return None
+
+
+def row_map(grids: torch.Tensor) -> torch.Tensor:
+    """``(rows, 1)`` int32: per pixel row, the index of its item. ``[[1,1,2],[1,1,1]]`` ->
+    ``[[0], [0], [1]]``."""
+    rows = grids.view(-1, 3).prod(dim=1)
+    return torch.repeat_interleave(torch.arange(len(rows), dtype=torch.int32), rows).view(-1, 1)
+
+
+def kept_items(rows: torch.Tensor) -> list[int]:
+    """The item indices a (possibly cut) row map still holds, in order: ``[[0],[0],[2]]`` ->
+    ``[0, 2]``."""
+    return torch.unique_consecutive(rows.view(-1)).tolist()
+
+
+def _size_value(size: Any, name: str) -> int | None:
+    value = size.get(name) if isinstance(size, dict) else getattr(size, name, None)
+    return None if value is None else int(value)
+
+
+class MediaPlanner:
+    """The patch grid of an image or a frame sequence from its size, by the processor's rule.
+
+    Build it with :meth:`for_processor` (None where the rule is not known to be exact).
+    ``MediaPlanner.for_processor(make_image_processor()).image_grid(64, 48) == (1, 4, 4)``.
+    """
+
+    def __init__(self, image_processor: Any, rule: Any) -> None:
+        #: The processor whose rule this is.
+        self.image_processor = image_processor
+        #: ``smart_resize(height, width, factor, min_pixels, max_pixels)`` of its module.
+        self.rule = rule
+        self.patch_size = int(image_processor.patch_size)
+        self.merge_size = int(getattr(image_processor, "merge_size", 2))
+        self.temporal_patch_size = int(getattr(image_processor, "temporal_patch_size", 2))
+        size = getattr(image_processor, "size", None) or {}
+        self.min_pixels = _size_value(size, "shortest_edge")
+        self.max_pixels = _size_value(size, "longest_edge")
+
+    @classmethod
+    def for_processor(cls, image_processor: Any) -> MediaPlanner | None:
+        """A planner whose grids equal the processor's on the probe images, or None."""
+        rule = next(
+            (
+                getattr(sys.modules.get(c.__module__), "smart_resize", None)
+                for c in type(image_processor).__mro__
+                if hasattr(sys.modules.get(c.__module__), "smart_resize")
+            ),
+            None,
+        )
+        if rule is None or not getattr(image_processor, "do_resize", False):
+            return None
+        try:
+            planner = cls(image_processor, rule)
+            if planner.min_pixels is None or planner.max_pixels is None:
+                return None
+            return planner if planner._matches_processor() else None
+        except Exception:
+            return None
+
+    def _matches_processor(self) -> bool:
+        from PIL import Image
+
+        images = [Image.new("RGB", size, (120, 60, 30)) for size in PROBE_SIZES]
+        out = self.image_processor(images=images, return_tensors="pt")
+        grids = torch.as_tensor(out["image_grid_thw"]).view(-1, 3).tolist()
+        return grids == [list(self.image_grid(w, h)) for w, h in PROBE_SIZES]
+
+    def image_grid(self, width: int, height: int) -> tuple[int, int, int]:
+        """``(1, h, w)`` patch grid of a ``width x height`` image."""
+        factor = self.patch_size * self.merge_size
+        rh, rw = self.rule(
+            height, width, factor=factor, min_pixels=self.min_pixels, max_pixels=self.max_pixels
+        )
+        return 1, rh // self.patch_size, rw // self.patch_size
+
+    def video_grid(self, frames: int, width: int, height: int) -> tuple[int, int, int]:
+        """``(t, h, w)`` of ``frames`` frames through the image processor (odd frame padded)."""
+        _, gh, gw = self.image_grid(width, height)
+        return math.ceil(frames / self.temporal_patch_size), gh, gw
+
+    def images(self, items: Sequence[Any], *, key: str) -> ProcessedMedia | None:
+        """Planned media of some images: a row map and their grids; None if a size is unknown."""
+        sizes = [header_size(item) for item in items]
+        if any(s is None for s in sizes):
+            return None
+        return self._planned([self._grid(key, self.image_grid, *s) for s in sizes])
+
+    def videos(self, videos: Sequence[Sequence[Any]], *, key: str) -> ProcessedMedia | None:
+        """Planned media of videos (frame lists); None if a frame size is unknown."""
+        grids = []
+        for frames in videos:
+            sizes = {header_size(f) for f in frames}
+            if not frames or None in sizes:
+                return None
+            if len(sizes) != 1:
+                raise ValueError(f"sample {key!r}: video frames differ in size ({sorted(sizes)})")
+            ((w, h),) = sizes
+            grids.append(self._grid(key, self.video_grid, len(frames), w, h))
+        return self._planned(grids)
+
+    @staticmethod
+    def _grid(key: str, compute: Any, *size: int) -> tuple[int, int, int]:
+        try:
+            return compute(*size)
+        except Exception as e:  # e.g. smart_resize's aspect-ratio limit, as the processor
+            raise ValueError(
+                f"sample {key!r}: the media processor failed ({type(e).__name__}: {e})."
+            ) from e
+
+    def _planned(self, grids: list[tuple[int, int, int]]) -> ProcessedMedia:
+        grid = torch.tensor(grids, dtype=torch.int64).view(-1, 3)
+        tokens = (grid.prod(dim=1) // self.merge_size**2).tolist()
+        return ProcessedMedia(row_map(grid), grid, tokens)
+
+
+def check_planned(planned: torch.Tensor, actual: torch.Tensor, *, key: str) -> None:
+    """Raise ValueError naming ``key`` when the processed grids differ from the planned ones."""
+    if not torch.equal(planned.view(-1, 3), actual.view(-1, 3)):
+        raise ValueError(
+            f"sample {key!r}: the processed media grids {actual.view(-1, 3).tolist()} differ "
+            f"from the planned {planned.view(-1, 3).tolist()}: an augmentation changed the "
+            "image size, which light media buffers cannot plan; keep augmentations "
+            "size-preserving or pass light_media=False."
+        )
+
+
+def resolve_light_media(
+    requested: bool | None, image_processor: Any, *, carry_over: Any, name: str
+) -> MediaPlanner | None:
+    """The planner an encoder uses for light buffers, or None for stock (decoded) buffers.
+
+    ``requested=None`` (the default): light where it is exact (the processor's rule is known)
+    and carry-over is off; ``True``: the same, but raise ValueError naming what prevents it;
+    ``False``: stock. Carry-over keeps samples across buffers in its own dataset, which has no
+    post-encoder: light buffers are not offered with it yet.
+    """
+    if requested is False:
+        return None
+    planner = MediaPlanner.for_processor(image_processor)
+    reason = None
+    if carry_over is not None:
+        reason = "carry-over packing does not run a post-encoder (use carry_over=None)"
+    elif planner is None:
+        reason = (
+            f"the resize rule of {type(image_processor).__name__} is not known to be exact "
+            "(a Qwen2-VL-style smart_resize with do_resize=True is)"
+        )
+    if reason is not None and requested:
+        raise ValueError(f"{name}: light_media=True, but {reason}; pass light_media=False.")
+    return None if reason is not None else planner

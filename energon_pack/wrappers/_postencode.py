@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: Apache-2.0
+"""energon's ``PackingDataset`` with a per-member post-encoder whose packs ``restore_sample``.
+
+Light media buffers hold planned documents and materialize them (decode and process the media)
+in a *post-encoder* that energon's ``PackingDataset`` runs on each member of a selected pack,
+after selection and before ``pack_selected_samples``. In megatron-energon 7.4.1 a pack made that
+way cannot be rebuilt by ``loader.restore_sample``: ``PackingDataset.restore_sample`` unpacks
+each member's restore key twice (``packing_dataset.py`` ~381/383), so the second unpack reads
+the inner dataset's id where its own is expected and fails an assertion. A member's key is::
+
+    ('PostencodePackingDataset', 7, 'MapDataset', 10, 0, 'Webdataset', 41)
+      ^ post-encoder sample index     ^ the buffered document's own key
+
+:class:`PostencodePackingDataset` restores it by unpacking once; everything else (iteration,
+saved state, pack keys) is energon's. Save/restore of the loader state was never affected.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Generator
+from typing import Any
+
+from megatron.energon.errors import handle_restore_errors
+from megatron.energon.flavors.base_dataset import (
+    SavableDataset,
+    add_sample_restore_key,
+    set_sample_restore_key,
+)
+from megatron.energon.task_encoder.base import TaskEncoder, get_failure_tolerance, get_stateless
+from megatron.energon.worker import WorkerConfig
+from megatron.energon.wrappers.packing_dataset import PackingDataset
+
+__all__ = ["PostencodePackingDataset", "build_postencode_packing_dataset"]
+
+
+class PostencodePackingDataset(PackingDataset):
+    """``PackingDataset`` whose ``restore_sample`` works with a ``sample_encoder``."""
+
+    def restore_sample(self, restore_key: Any) -> Any:
+        """Rebuild one pack: restore, post-encode (under the same index) and pack its members."""
+        if self.sample_encoder is None:
+            return super().restore_sample(restore_key)
+        self.assert_can_restore()
+        generator = inspect.isgeneratorfunction(self.final_packer)
+        if generator:
+            name, pack_idx, pack_sub_idx, *member_keys = restore_key
+        else:
+            name, pack_idx, *member_keys = restore_key
+        assert name == type(self).__name__, f"{name!r} is not a key of {type(self).__name__}"
+        pack = []
+        for member_key in member_keys:
+            name, sample_idx, *inner = member_key  # unpacked once (energon 7.4.1: twice)
+            assert name == type(self).__name__ and isinstance(sample_idx, int)
+            sample = self.dataset.restore_sample(tuple(inner))
+            with handle_restore_errors(self.worker_config.restore_error_handler, sample):
+                with self._sample_encoder_sample_index.ctx(sample_idx):
+                    sample = self.sample_encoder(sample)
+                assert not isinstance(sample, Generator), "Generator not supported"
+                sample = add_sample_restore_key(sample, sample_idx, src=self)
+            pack.append(sample)
+        with handle_restore_errors(self.worker_config.restore_error_handler, pack):
+            with self._final_packing_sample_index.ctx(pack_idx):
+                final_pack = self.final_packer(pack)
+        if not generator:
+            return set_sample_restore_key(final_pack, pack_idx, *member_keys, src=self)
+        for sub_idx, (idx, item) in enumerate(
+            self._final_packing_sample_index.iter_ctx(final_pack, pack_idx)
+        ):
+            if sub_idx == pack_sub_idx:
+                return set_sample_restore_key(item, idx, pack_sub_idx, *member_keys, src=self)
+        raise AssertionError(f"pack sub-index {pack_sub_idx} not found in the pack")
+
+
+def build_postencode_packing_dataset(
+    task_encoder: TaskEncoder[Any, Any, Any, Any],
+    dataset: SavableDataset[Any],
+    *,
+    packing_buffer_size: int,
+    worker_config: WorkerConfig,
+    sample_encoder: Callable[[Any], Any],
+) -> PostencodePackingDataset:
+    """What energon's ``build_batch`` builds for packing with ``postencode_sample``, restorable.
+
+    ``sample_encoder`` (a stateless method of ``task_encoder``) runs on each member of a selected
+    pack. Call it from ``build_batch`` and pass ``packing_buffer_size=None`` to energon's.
+    """
+    tolerance = task_encoder.__default_failure_tolerance__
+    return PostencodePackingDataset(
+        dataset,
+        buffer_size=packing_buffer_size,
+        pre_packer=task_encoder.select_samples_to_pack,
+        final_packer=task_encoder.pack_selected_samples,
+        final_packer_stateless=get_stateless(task_encoder.pack_selected_samples),
+        sample_encoder=sample_encoder,
+        sample_encoder_stateless=get_stateless(sample_encoder),
+        worker_config=worker_config,
+        pre_packer_failure_tolerance=get_failure_tolerance(
+            task_encoder.select_samples_to_pack, tolerance
+        ),
+        final_packer_failure_tolerance=get_failure_tolerance(
+            task_encoder.pack_selected_samples, tolerance
+        ),
+        sample_encoder_failure_tolerance=get_failure_tolerance(sample_encoder, tolerance),
+    )

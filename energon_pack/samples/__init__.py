@@ -21,7 +21,12 @@ document, text-only documents too) are built that way.
 from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch, collate_packs
 from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample
-from energon_pack.samples._light import LightCaptioningDocument, LightMultimodalDocument
+from energon_pack.samples._light import (
+    LightCaptioningDocument,
+    LightMultimodalDocument,
+    light_document,
+    materialized,
+)
 from energon_pack.samples._multimodal import (
     EncodedMultimodalSample,
     PackedMultimodalBatch,
@@ -51,5 +56,7 @@ __all__ = [
     "PackingCounts",
     "PackLayout",
     "collate_packs",
+    "light_document",
+    "materialized",
     "pack_documents",
 ]

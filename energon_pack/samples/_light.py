@@ -15,14 +15,22 @@ for the members of a selected pack only. A 1 MP JPEG document holds ~200 KB of b
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, TypeVar
 
 from megatron.energon import edataclass
 
 from energon_pack.samples._encoded import EncodedCaptioningSample
 from energon_pack.samples._multimodal import EncodedMultimodalSample
 
-__all__ = ["LightCaptioningDocument", "LightMultimodalDocument"]
+T_light = TypeVar("T_light")
+
+__all__ = [
+    "LightCaptioningDocument",
+    "LightMultimodalDocument",
+    "light_document",
+    "materialized",
+]
 
 
 @edataclass
@@ -41,3 +49,24 @@ class LightMultimodalDocument(EncodedMultimodalSample):
     images: list[Any]
     #: The sample's videos as frame lists, not decoded.
     videos: list[list[Any]]
+
+
+#: The media fields a light document adds to its base type.
+_MEDIA_FIELDS = ("images", "videos")
+
+
+def _fields(doc: Any) -> dict[str, Any]:
+    return {
+        f.name: getattr(doc, f.name) for f in dataclasses.fields(doc) if f.name not in _MEDIA_FIELDS
+    }
+
+
+def light_document(cls: type[T_light], doc: Any, **media: Any) -> T_light:
+    """``doc`` (planned: row maps as pixels) as a light ``cls`` that keeps ``media``."""
+    return cls(**_fields(doc), **media)
+
+
+def materialized(doc: Any, **pixels: Any) -> Any:
+    """The light ``doc`` as its base document type, with the processed ``pixels`` fields."""
+    base = type(doc).__bases__[0]
+    return base(**{**_fields(doc), **pixels})

@@ -27,7 +27,6 @@ are the same as with ``light_media=False`` (see docs/howto/light-media.md).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, ClassVar
 
 import torch
@@ -48,6 +47,8 @@ from energon_pack.samples import (
     PackedCaptioningSample,
     PackedTextBatch,
     PackedTextSample,
+    light_document,
+    materialized,
 )
 from energon_pack.task_encoders._base import PackingTaskEncoder
 
@@ -140,7 +141,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
             planned = self.media_planner.images([sample.image], key=key)
             if planned is not None:
                 doc = self._document(sample, planned.pixel_values, planned.grid_thw)
-                return LightCaptioningDocument(**_fields(doc), images=[sample.image])
+                return light_document(LightCaptioningDocument, doc, images=[sample.image])
             self.light_fallbacks += 1
         return self._document(sample, *self._processed(sample.image, key))
 
@@ -153,8 +154,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         pixel_values = torch.cat([p for p, _ in parts]) if parts else torch.zeros(0, patch_dim)
         grid = torch.cat([g for _, g in parts]) if parts else torch.zeros(0, 3, dtype=torch.int64)
         check_planned(doc.image_grid_thw, grid, key=doc.__key__)
-        fields = _fields(doc, drop=("images",))
-        return EncodedCaptioningSample(**{**fields, "pixel_values": pixel_values})
+        return materialized(doc, pixel_values=pixel_values)
 
     def _document(
         self, sample: CaptioningSample, pixel_values: torch.Tensor, grid: torch.Tensor
@@ -177,8 +177,3 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
             image_grid_thw=grid,
             image_spans=torch.tensor([[start, start + num_image_tokens]], dtype=torch.int64),
         )
-
-
-def _fields(doc: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The dataclass fields of ``doc`` by name, except ``drop``."""
-    return {f.name: getattr(doc, f.name) for f in dataclasses.fields(doc) if f.name not in drop}

@@ -25,6 +25,13 @@ A conversation without any tag but with images gets the tags in front of its fir
 (energon's error handler logs and skips it). Override :meth:`augment_image` /
 :meth:`augment_video` for random augmentations: they run seeded, so ``restore_sample`` and
 resume reproduce them.
+
+Light media buffers (``light_media``, on by default where exact): documents are planned from
+the media headers (:class:`~energon_pack.encoding.MediaPlanner`) and buffered as
+:class:`~energon_pack.samples.LightMultimodalDocument`; :meth:`materialize` decodes, augments
+and processes the media of selected packs' members only. Videos are planned when frames go
+through the image processor (no ``video_processor``); otherwise that sample is decoded in the
+buffer (counted in ``light_fallbacks``).
 """
 
 from __future__ import annotations
@@ -37,16 +44,23 @@ import torch
 from energon_pack.encoding import (
     DocumentTokenizer,
     MediaProcessor,
+    ProcessedMedia,
+    check_planned,
     expand_placeholders,
+    kept_items,
+    resolve_light_media,
     to_pil_image,
 )
 from energon_pack.samples import (
     EncodedMultimodalSample,
     EncodedSample,
+    LightMultimodalDocument,
     PackedMultimodalBatch,
     PackedMultimodalSample,
     PackedTextBatch,
     PackedTextSample,
+    light_document,
+    materialized,
 )
 from energon_pack.task_encoders._base import PackingTaskEncoder
 from energon_pack.task_encoders._sft import _ids
@@ -76,6 +90,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         tokens_per_second: Qwen2.5-VL's temporal scale for videos (``None``: step 1, Qwen2-VL).
         default_fps: Frames per second of a video whose sample gives none.
         add_bos, add_eos, eod_token_id: Without a chat template, as in ``LLMPackingTaskEncoder``.
+        light_media: Buffer planned documents, decode media after selection (``None``: where
+            exact and without carry-over; ``True``: raise where not possible).
         **packing: :class:`~energon_pack.task_encoders.PackingConfig` fields.
     """
 
@@ -106,6 +122,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         add_bos: bool | None = None,
         add_eos: bool | None = None,
         eod_token_id: int | None = None,
+        light_media: bool | None = None,
         **packing: Any,
     ) -> None:
         self.tokenizer = DocumentTokenizer(
@@ -129,6 +146,15 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         self.default_fps = default_fps
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
+        self.media_planner = resolve_light_media(
+            light_media,
+            image_processor,
+            carry_over=self.config.carry_over,
+            name=type(self).__name__,
+        )
+        self.light_media = self.media_planner is not None
+        #: Samples this process decoded in the buffer although light (no planned size).
+        self.light_fallbacks = 0
 
     def _optional_id(self, token: str | None) -> int | None:
         vocab = self.tokenizer.tokenizer.get_vocab()
@@ -166,17 +192,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
     def encode_document(self, sample: T_sample) -> Iterable[EncodedSample]:
         images, videos, fps = self.media_of(sample)
         key = sample.__key__  # type: ignore[attr-defined]
-        pil_images = [self.augment_image(to_pil_image(im, key=key)) for im in images]
-        pil_videos = [
-            self.augment_video([to_pil_image(f, key=key) for f in frames]) for frames in videos
-        ]
-        try:
-            image_media = self.media.images(pil_images)
-            video_media = self.media.videos(pil_videos)
-        except Exception as e:
-            raise ValueError(
-                f"sample {key!r}: the media processor failed ({type(e).__name__}: {e})."
-            ) from e
+        planned = self._planned(images, videos, key)
+        image_media, video_media = planned or self._processed(images, videos, key)
         second_per_grid = torch.tensor(
             [self.media.temporal_patch_size / (f or self.default_fps) for f in fps],
             dtype=torch.float32,
@@ -193,7 +210,62 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
                     f"{self.pack_size} (video documents are not cut; raise pack_size)",
                 )
                 continue
+            if planned is not None:
+                doc = light_document(
+                    LightMultimodalDocument,
+                    doc,
+                    images=list(images),
+                    videos=[list(v) for v in videos],
+                )
             yield doc
+
+    def _planned(
+        self, images: Sequence[Any], videos: Sequence[Sequence[Any]], key: str
+    ) -> tuple[ProcessedMedia, ProcessedMedia] | None:
+        """Media planned from headers (light buffers), or None: decode in the buffer."""
+        if self.media_planner is None:
+            return None
+        image_media = self.media_planner.images(images, key=key)
+        video_media = (
+            self.media_planner.videos(videos, key=key)
+            if self.media.video_processor is None or not videos
+            else None
+        )
+        if image_media is None or video_media is None:
+            self.light_fallbacks += 1
+            return None
+        return image_media, video_media
+
+    def _processed(
+        self, images: Sequence[Any], videos: Sequence[Sequence[Any]], key: str
+    ) -> tuple[ProcessedMedia, ProcessedMedia]:
+        """Decode, augment (seeded by the caller) and process images and videos."""
+        pil_images = [self.augment_image(to_pil_image(im, key=key)) for im in images]
+        pil_videos = [
+            self.augment_video([to_pil_image(f, key=key) for f in frames]) for frames in videos
+        ]
+        try:
+            return self.media.images(pil_images), self.media.videos(pil_videos)
+        except Exception as e:
+            raise ValueError(
+                f"sample {key!r}: the media processor failed ({type(e).__name__}: {e})."
+            ) from e
+
+    def materialize(self, doc: EncodedSample) -> EncodedSample:
+        """A light document with its kept images and videos decoded, augmented and processed."""
+        if not isinstance(doc, LightMultimodalDocument):
+            return doc
+        key = doc.__key__
+        images = [doc.images[i] for i in kept_items(doc.pixel_values)]
+        videos = [doc.videos[i] for i in kept_items(doc.pixel_values_videos)]
+        image_media, video_media = self._processed(images, videos, key)
+        check_planned(doc.image_grid_thw, image_media.grid_thw, key=key)
+        check_planned(doc.video_grid_thw, video_media.grid_thw, key=key)
+        return materialized(
+            doc,
+            pixel_values=image_media.pixel_values,
+            pixel_values_videos=video_media.pixel_values,
+        )
 
     def _document(
         self,

@@ -65,7 +65,7 @@ def test_image_tokens_come_from_the_processor_worked_example(tokenizer_dir, imag
 
     from energon_pack.testing import random_png_bytes
 
-    enc = encoder(tokenizer_dir, image_processor)
+    enc = encoder(tokenizer_dir, image_processor, light_media=False)  # pixels in the buffer
     sample = CaptioningSample(
         __key__="x", __restore_key__=(), image=random_png_bytes(64, 48), caption="a seed"
     )

@@ -80,7 +80,8 @@ def test_text_only_conversation_and_the_plain_rendering(
     vlm_tokenizer_dir, image_processor, vlm_tokenizer
 ) -> None:
     sample = conversation([("system", "a model"), ("user", "is it"), ("assistant", "a seed")])
-    (doc,) = list(encoder(vlm_tokenizer_dir, image_processor).encode_sample(sample))
+    stock = encoder(vlm_tokenizer_dir, image_processor, light_media=False)  # pixels in the buffer
+    (doc,) = list(stock.encode_sample(sample))
     assert doc.pixel_values.shape == (0, 1176) and doc.image_grid_thw.shape == (0, 3)
     assert vlm_tokenizer.decode(doc.tokens[doc.loss_mask]) == "a seed </s>"
     # Without a chat template: [BOS] turns, EOD after each assistant turn (in the loss).

@@ -38,7 +38,7 @@ def sample(answers: Any, weights: Any = None, key: str = "q") -> VQASample:
 
 def test_worked_example_loss_on_the_answer_only(vlm_tokenizer_dir, image_processor, vlm_tokenizer):
     """<|user|> <vs> <img>*4 <ve> which is the seed <|assistant|> a token </s>."""
-    enc = encoder(vlm_tokenizer_dir, image_processor)
+    enc = encoder(vlm_tokenizer_dir, image_processor, light_media=False)  # pixels in the buffer
     (doc,) = list(enc.encode_sample(sample(["a token"])))
     words = vlm_tokenizer.convert_ids_to_tokens(doc.tokens.tolist())
     assert words == [

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Benchmark: peak worker memory and samples/s of a captioning packing buffer, stock vs light.
+
+Generated images (0.3-2 MP, random aspect ratios, half JPEG quality 90, half PNG; smooth
+gradients, rectangles and noise so they compress like photos, not like noise) with captions,
+through :class:`~energon_pack.task_encoders.CaptioningPackingTaskEncoder` and a Qwen2-VL image
+processor with the common training setting ``min_pixels=56*56, max_pixels=1280*28*28`` (a 1 MP
+image is ~5,000 patch rows, 24 MB of float32). Modes:
+
+* ``stock`` (``light_media=False``): the buffer holds processed pixels.
+* ``light`` (default): the buffer holds tokens planned from the headers and the encoded bytes;
+  images are decoded and processed for packed members only.
+
+Each configuration runs in a fresh subprocess with ``num_workers=0`` (the process is the
+worker) and ``repeat=True`` (training: the buffer stays full). Reported: peak RSS of that
+process (``ru_maxrss``) and its growth over the RSS before iterating, seconds to the first pack
+(filling the buffer), steady samples/s (documents packed after the first pack / time) and fill
+(real tokens / pack slots). A guard stops a run above ``--max-rss-gb`` (reported as such). Run::
+
+    python tests/benchmarks/media_buffer.py [--buffers 32 128 512] [--images 256] [--docs 96]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+MIN_PIXELS, MAX_PIXELS = 56 * 56, 1280 * 28 * 28
+
+
+def make_image(rng: object, megapixels: float) -> bytes:
+    """A photo-like image of about ``megapixels`` MP, JPEG or PNG bytes."""
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    aspect = float(rng.uniform(0.5, 2.0))
+    w = int((megapixels * 1e6 * aspect) ** 0.5)
+    h = int(megapixels * 1e6 / w)
+    x, y = np.linspace(0, 1, w)[None, :, None], np.linspace(0, 1, h)[:, None, None]
+    base = np.concatenate([x * 200 + 0 * y, y * 180 + 0 * x, (x + y) * 100], axis=2)
+    base = base + rng.normal(0, 8, (h, w, 3))
+    image = Image.fromarray(base.clip(0, 255).astype(np.uint8))
+    draw = ImageDraw.Draw(image)
+    for _ in range(20):
+        x0, y0 = int(rng.integers(0, w)), int(rng.integers(0, h))
+        size = (x0 + int(rng.integers(10, w // 3)), y0 + int(rng.integers(10, h // 3)))
+        draw.rectangle([x0, y0, *size], fill=tuple(int(v) for v in rng.integers(0, 255, 3)))
+    buf = io.BytesIO()
+    if rng.random() < 0.5:
+        image.save(buf, format="JPEG", quality=90)
+    else:
+        image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def build(root: Path, n_images: int) -> tuple[Path, Path]:
+    """The dataset (``n_images`` 0.3-2 MP images) and a tokenizer, under ``root``."""
+    import numpy as np
+
+    from energon_pack.testing import make_tokenizer, synthetic_texts
+    from energon_pack.tools import make_captioning_dataset
+
+    rng = np.random.default_rng(0)
+    images = [make_image(rng, float(rng.uniform(0.3, 2.0))) for _ in range(n_images)]
+    captions = synthetic_texts(n_images, seed=1, min_words=5, max_words=60)
+    tokenizer = make_tokenizer(root / "tok", captions)
+    mb = sum(len(b) for b in images) / 1e6
+    print(f"dataset: {n_images} images, {mb:.0f} MB encoded ({mb / n_images:.2f} MB/image)")
+    data = make_captioning_dataset(root / "data", images, captions, image_ext="img")
+    return data, tokenizer
+
+
+def rss_gb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e9
+
+
+def run_one(data: str, tokenizer: str, mode: str, buffer: int, docs: int, cap: float) -> dict:
+    """One configuration in this process: the measurements as a dict."""
+    from energon_pack.task_encoders import CaptioningPackingTaskEncoder
+    from energon_pack.testing import make_image_processor
+    from energon_pack.tools import make_loader
+
+    proc = make_image_processor(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+    pack_size = 4096
+    enc = CaptioningPackingTaskEncoder(
+        tokenizer, proc, pack_size=pack_size, light_media=(mode == "light"), overlong="drop"
+    )
+    loader = make_loader(Path(data), enc, packing_buffer_size=buffer, repeat=True)
+    base = rss_gb()
+    start = time.perf_counter()
+    first = None
+    packed = real = slots = 0
+    stopped = ""
+    for pack in loader:
+        if first is None:
+            first = time.perf_counter()
+            continue
+        packed += len(pack.sample_keys)
+        real += len(pack.tokens)
+        slots += pack_size
+        if rss_gb() > cap:
+            stopped = f"stopped above {cap} GB"
+            break
+        if packed >= docs:
+            break
+    end = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KB -> GB
+    return {
+        "mode": mode,
+        "buffer": buffer,
+        "peak_gb": peak,
+        "growth_gb": peak - base,
+        "first_s": first - start,
+        "docs_per_s": packed / (end - first),
+        "fill": real / slots if slots else 0.0,
+        "note": stopped,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--buffers", type=int, nargs="+", default=[32, 128, 512])
+    parser.add_argument("--modes", nargs="+", default=["stock", "light"])
+    parser.add_argument("--images", type=int, default=256)
+    parser.add_argument("--docs", type=int, default=96, help="documents measured after the fill")
+    parser.add_argument("--max-rss-gb", type=float, default=16.0)
+    parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # data tok mode buffer
+    args = parser.parse_args()
+    if args.one:
+        data, tok, mode, buffer = args.one
+        print(json.dumps(run_one(data, tok, mode, int(buffer), args.docs, args.max_rss_gb)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        data, tok = build(Path(tmp), args.images)
+        print("| buffer | mode | peak RSS GB | growth GB | first pack s | docs/s | fill | note |")
+        print("|---:|---|---:|---:|---:|---:|---:|---|")
+        for buffer in args.buffers:
+            for mode in args.modes:
+                cmd = [sys.executable, __file__, "--one", str(data), str(tok), mode, str(buffer)]
+                cmd += ["--docs", str(args.docs), "--max-rss-gb", str(args.max_rss_gb)]
+                out = subprocess.run(cmd, capture_output=True, text=True)
+                line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+                if out.returncode != 0 or not line.startswith("{"):
+                    print(f"| {buffer} | {mode} | failed: {out.stderr.strip()[-300:]} |")
+                    continue
+                r = json.loads(line)
+                print(
+                    f"| {buffer} | {mode} | {r['peak_gb']:.2f} | {r['growth_gb']:.2f} | "
+                    f"{r['first_s']:.1f} | {r['docs_per_s']:.2f} | {r['fill']:.3f} | "
+                    f"{r['note']} |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

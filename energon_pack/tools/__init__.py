@@ -9,6 +9,7 @@ from energon_pack.tools._analysis import (
     analyze_dataset,
     recommend_buffer_size,
 )
+from energon_pack.tools._corpus import stdlib_documents, write_corpus
 from energon_pack.tools._datasets import (
     check_dataset,
     make_captioning_dataset,
@@ -23,7 +24,6 @@ from energon_pack.tools._demo import (
     compare_continuation,
     naive_padding_fill,
     run_demo,
-    stdlib_documents,
 )
 from energon_pack.tools._loader import (
     make_loader,
@@ -69,6 +69,7 @@ __all__ = [
     "run_demo",
     "sample_key",
     "stdlib_documents",
+    "write_corpus",
     "tiny_causal_lm",
     "train_bpe_tokenizer",
 ]

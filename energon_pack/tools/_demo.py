@@ -23,17 +23,16 @@ The report compares fill with naive padding (each document alone in a row of ``p
 With 100 documents of 100 tokens and ``pack_size=512``, naive padding fills 100 / 512 = 19.5%
 of the slots while packing five per row fills 500 / 512 = 97.7%: 5x fewer rows for the same
 tokens.
+
+The module is about 400 lines because the demo's config, its five phases and its printed
+report change together; the text it trains on lives in :mod:`energon_pack.tools._corpus`.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import shutil
 import sys
-import sysconfig
 import tempfile
-import textwrap
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -41,14 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from energon_pack.tools._corpus import stdlib_documents, write_corpus
+
 __all__ = [
     "DemoConfig",
     "DemoReport",
     "compare_continuation",
     "naive_padding_fill",
     "run_demo",
-    "stdlib_documents",
-    "write_corpus",
 ]
 
 
@@ -151,45 +150,6 @@ class DemoReport:
                 else " (temporary, removed; pass --out DIR to keep)"
             ),
         ]
-
-
-def stdlib_documents(limit: int = 2000) -> list[str]:
-    """Up to ``limit`` documents from the standard library's sources, deterministically.
-
-    Files in sorted order; per file its docstring, then each top-level function and each method
-    (source text, dedented). Unreadable or unparsable files are skipped.
-    """
-    root = Path(sysconfig.get_paths()["stdlib"])
-    docs: list[str] = []
-    for path in sorted(root.glob("*.py")):
-        try:
-            source = path.read_text(encoding="utf-8")
-            tree = ast.parse(source)
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-            continue
-        lines = source.splitlines(keepends=True)
-        module_doc = ast.get_docstring(tree)
-        if module_doc:
-            docs.append(module_doc)
-        for node in tree.body:
-            members = node.body if isinstance(node, ast.ClassDef) else [node]
-            for fn in members:
-                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.end_lineno:
-                    start = fn.lineno - 1 - len(fn.decorator_list)
-                    docs.append(textwrap.dedent("".join(lines[start : fn.end_lineno])))
-        if len(docs) >= limit:
-            break
-    if not docs:
-        raise RuntimeError(f"found no Python sources under {root}; is the stdlib installed?")
-    return docs[:limit]
-
-
-def write_corpus(path: Path, texts: list[str]) -> Path:
-    """``texts`` as JSONL, one ``{"text": ...}`` per line: the input ``make-dataset`` reads."""
-    with path.open("w", encoding="utf-8") as f:
-        for text in texts:
-            f.write(json.dumps({"text": text}) + "\n")
-    return path
 
 
 def naive_padding_fill(lengths: list[int], pack_size: int) -> float:

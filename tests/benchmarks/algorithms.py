@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Benchmark of the packing algorithms: fill vs the lower bound, and time per call.
 
-Run: ``python tests/benchmarks/algorithms.py [--lengths PATH] [--quick]``
+Run: ``python tests/benchmarks/algorithms.py [--lengths PATH] [--quick] [--only carry-over]``
 
 Tables:
 1. per algorithm and input size (64 / 1k / 10k / 100k lengths): packs above ``ceil(sum/C)``,
@@ -67,13 +67,8 @@ REPEATS = {64: 300, 1_000: 30, 10_000: 9, 100_000: 3}
 SLOW = {"first_fit", "balanced"}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS)
-    parser.add_argument("--quick", action="store_true", help="skip 100k lengths")
-    args = parser.parse_args()
-    sizes = [64, 1_000, 10_000] if args.quick else [64, 1_000, 10_000, 100_000]
-    data = datasets(args.lengths, max(sizes))
+def per_call_table(data: dict[str, np.ndarray], sizes: list[int]) -> None:
+    """Table 1: packs above the bound, fill and min CPU ms per call, per algorithm and size."""
     print(f"## Per call, capacity {C}: packs above ceil(sum/C), fill, min CPU ms per call\n")
     print("| data | algorithm | n | packs | +over bound | fill % | bound fill % | ms |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
@@ -92,9 +87,10 @@ def main() -> None:
                     f"| {dname} | {name} | {n} | {len(bins)} | {len(bins) - lb} | "
                     f"{100 * tok / (len(bins) * C):.2f} | {100 * tok / (lb * C):.2f} | {ms:.3g} |"
                 )
-    if "manpages" not in data:
-        return
-    raw = np.loadtxt(args.lengths, dtype=np.int64)
+
+
+def streaming_table(raw: np.ndarray) -> None:
+    """Table 2: the streaming fill at buffers 2048 / 4096 / 8192 (energon's buffer model)."""
     print(f"\n## Streaming (energon buffer model), manpages, pack {C}, overlong split\n")
     print("| buffer | algorithm | fill % | per-buffer bound % | gap (points) | select s |")
     print("|---:|---|---:|---:|---:|---:|")
@@ -106,6 +102,10 @@ def main() -> None:
                 f"| {buf} | {name} | {100 * r.fill:.2f} | {100 * r.lower_bound_fill:.2f} | "
                 f"{gap:.2f} | {r.select_seconds:.2f} |"
             )
+
+
+def carry_over_table(raw: np.ndarray) -> None:
+    """Table 3: carry-over off vs the default ``CarryOver()`` at buffers 16 / 64 / 256."""
     print(f"\n## Carry-over, manpages, pack {C}, overlong split, default algorithm\n")
     print("| buffer | carry-over | fill % | packs | max age | max wait (samples) |")
     print("|---:|---|---:|---:|---:|---:|")
@@ -117,6 +117,30 @@ def main() -> None:
                 f"| {buf} | {label} | {100 * r.fill:.2f} | {r.packs} | {r.max_age} | "
                 f"{r.max_wait_samples} |"
             )
+
+
+SECTIONS = ("per-call", "streaming", "carry-over")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS)
+    parser.add_argument("--quick", action="store_true", help="skip 100k lengths")
+    parser.add_argument(
+        "--only", choices=SECTIONS, help="print one table only (the whole run takes minutes)"
+    )
+    args = parser.parse_args()
+    if args.only in (None, "per-call"):
+        sizes = [64, 1_000, 10_000] if args.quick else [64, 1_000, 10_000, 100_000]
+        per_call_table(datasets(args.lengths, max(sizes)), sizes)
+    if not args.lengths.exists():
+        print(f"(manpages lengths not found at {args.lengths}: no streaming or carry-over tables)")
+        return
+    raw = np.loadtxt(args.lengths, dtype=np.int64)
+    if args.only in (None, "streaming"):
+        streaming_table(raw)
+    if args.only in (None, "carry-over"):
+        carry_over_table(raw)
 
 
 if __name__ == "__main__":

@@ -44,42 +44,29 @@ __all__ = ["PackingStats", "logger", "restoring_item"]
 logger = logging.getLogger("energon_pack.stats")
 
 
+#: The counters (every field of ``PackingCounts``): ``PackingStats`` has each as an attribute.
+_COUNTERS = tuple(f.name for f in dataclasses.fields(PackingCounts))
+
+
 @dataclass(kw_only=True)
 class PackingStats:
     """Running counters of one task encoder in one process (see the module docstring).
 
+    Every counter of :class:`~energon_pack.samples.PackingCounts` (``samples``, ``documents``,
+    ``truncated``, ..., ``pack_capacity``; declared and documented there, once) is an attribute
+    read and written in place: ``stats.samples += 1``. ``split_pieces_dropped`` counts e.g. the
+    prompt-only first piece of an SFT sample longer than the pack; ``dropped_overlong`` counts
+    policy ``drop``, and ``truncate`` when the kept part would hold no target token.
+
     Attributes:
-        samples: Source samples given to ``encode_sample``.
-        documents: Documents emitted by ``encode_sample`` (a split sample emits several).
-        truncated: Samples cut to the pack size; ``truncated_tokens`` counts the tokens lost.
-        split: Samples split into several documents; ``split_pieces`` counts the pieces.
-        split_pieces_dropped: Pieces of split samples left out because they hold no target
-            token (e.g. the prompt-only first piece of an SFT sample longer than the pack).
-        dropped_overlong: Samples dropped because they were longer than the pack (policy
-            ``drop``, or ``truncate`` when the kept part would hold no target token).
-        dropped_empty: Documents dropped because they encoded to zero tokens (empty text).
-        packs, pack_tokens, pack_documents, pack_capacity: Totals over packs built.
-        skipped: Samples energon's error handler skipped (counted by ``SkipCounter``).
         last_fill, last_documents: Fill and document count of the most recent pack.
         dropped_keys: ``__key__`` of the most recent dropped samples (at most 1024).
         skipped_samples: ``(key, reason)`` of the most recent skipped samples (at most 1024).
         log_every: Log a summary every this many packs (0: never).
     """
 
-    samples: int = 0
-    documents: int = 0
-    truncated: int = 0
-    truncated_tokens: int = 0
-    split: int = 0
-    split_pieces: int = 0
-    split_pieces_dropped: int = 0
-    dropped_overlong: int = 0
-    dropped_empty: int = 0
-    skipped: int = 0
-    packs: int = 0
-    pack_tokens: int = 0
-    pack_documents: int = 0
-    pack_capacity: int = 0
+    #: The counters now, by ``PackingCounts`` field name (each also an attribute, see below).
+    _now: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTERS, 0))
     last_fill: float = 0.0
     last_documents: int = 0
     dropped_keys: deque[str] = field(default_factory=lambda: deque(maxlen=1024))
@@ -119,7 +106,7 @@ class PackingStats:
 
     def counts(self) -> PackingCounts:
         """The counters now, as a :class:`~energon_pack.samples.PackingCounts`."""
-        return PackingCounts(**{name: getattr(self, name) for name in _COUNTERS})
+        return PackingCounts(**self._now)
 
     def take_counts(self) -> PackingCounts:
         """The counts since the previous call (or since the start): what the next pack carries.
@@ -202,8 +189,20 @@ class PackingStats:
         )
 
 
-#: The counters :meth:`PackingStats.counts` copies (every field of ``PackingCounts``).
-_COUNTERS = tuple(f.name for f in dataclasses.fields(PackingCounts))
+def _counter(name: str) -> property:
+    """``stats.<name>``: the counter ``name`` in ``stats._now``, read and written in place."""
+
+    def get(self: PackingStats) -> int:
+        return self._now[name]
+
+    def set_(self: PackingStats, value: int) -> None:
+        self._now[name] = value
+
+    return property(get, set_, doc=f"The ``PackingCounts.{name}`` counter of this process.")
+
+
+for _name in _COUNTERS:
+    setattr(PackingStats, _name, _counter(_name))
 
 
 def restoring_item() -> bool:

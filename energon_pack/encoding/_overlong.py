@@ -3,9 +3,11 @@
 A document longer than the pack cannot be packed. :func:`apply_overlong_policy` turns one
 :class:`~energon_pack.samples.EncodedSample` into the list of documents that go into the packing
 buffer. The cuts come from :func:`energon_pack.algorithms.cut_overlong`, the function
-``simulate`` applies to plain lengths, given the document's image spans (``no_cut``) and loss
-mask (``targets``); this module only slices documents and counts. With pack size 4 and a sample
-``"k"`` of tokens ``[a b c d e f g h i]``:
+``simulate`` applies to plain lengths, given the document's media spans (``no_cut``, from
+:meth:`~energon_pack.samples.EncodedSample.media_spans`) and loss mask (``targets``); the
+document cuts itself (:meth:`~energon_pack.samples.EncodedSample.slice`), so every document
+type (text, captioning, multimodal, light) goes through the same code; this module only counts.
+With pack size 4 and a sample ``"k"`` of tokens ``[a b c d e f g h i]``:
 
 * ``TRUNCATE``: ``["k": a b c d]`` (5 tokens counted in ``stats.truncated_tokens``);
 * ``SPLIT``: ``["k#0": a b c d] ["k#1": e f g h] ["k#2": i]``, each its own document: the
@@ -22,68 +24,40 @@ kept (an SFT prompt longer than the pack), ``TRUNCATE`` drops the sample (counte
 ``stats.dropped_overlong``) and ``SPLIT`` leaves out the target-free pieces (counted in
 ``stats.split_pieces_dropped``; the others keep their ``#i`` keys).
 
-Image tokens are never cut: a cut that would fall inside an image span moves back to the start
-of that span, and each piece carries exactly the images (pixel rows, grid, spans) inside it. An
-image longer than the pack is an :class:`OverlongSampleError` under ``SPLIT``; under
-``TRUNCATE`` the cut moves back before it (the tokens before it are kept, the rest is counted
-as lost) and it is an error only when the document starts with it.
+Media tokens are never cut: a cut that would fall inside an image or video span moves back to
+the start of that span, and each piece carries exactly the images and videos (pixel rows,
+grids, spans) inside it. An image longer than the pack is an :class:`OverlongSampleError` under
+``SPLIT``; under ``TRUNCATE`` the cut moves back before it (the tokens before it are kept, the
+rest is counted as lost) and it is an error only when the document starts with it. (The
+multimodal encoders drop and count a document holding such an item instead, see
+:mod:`energon_pack.task_encoders`.)
 Split pieces are emitted from a generator ``encode_sample``, so energon's restore key of piece
 ``i`` ends in ``(..., 'MapDataset', sample_index, i, ...)`` and ``restore_sample`` is exact.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
-import numpy as np
 import torch
 
 from energon_pack.algorithms import OverlongPolicy, OverlongSampleError, cut_overlong
 from energon_pack.encoding._stats import PackingStats
+from energon_pack.samples import EncodedSample
 
 __all__ = ["OverlongSampleError", "apply_overlong_policy", "slice_document"]
 
 
-def _spans(doc: Any) -> np.ndarray:
-    spans = getattr(doc, "image_spans", None)
-    if spans is None or len(spans) == 0:
-        return np.zeros((0, 2), dtype=np.int64)
-    return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+def slice_document(doc: EncodedSample, start: int, end: int, *, key: str) -> EncodedSample:
+    """``doc.slice(start, end, key=key)``: tokens ``[start, end)`` and the media inside.
 
-
-def slice_document(doc: Any, start: int, end: int, *, key: str) -> Any:
-    """The document made of ``doc.tokens[start:end]`` with its images, under ``__key__=key``.
-
-    ``[start, end)`` must not cut through an image span; images wholly inside are kept with their
-    pixel rows (``t*h*w`` rows each) and their spans shifted by ``-start``.
+    ``[start, end)`` must not cut through a media span; images and videos wholly inside are
+    kept with their pixel rows (``t*h*w`` rows each) and their spans shifted by ``-start``.
     """
-    changes: dict[str, Any] = {
-        "__key__": key,
-        "tokens": doc.tokens[start:end],
-        "loss_mask": doc.loss_mask[start:end],
-    }
-    spans = _spans(doc)
-    if hasattr(doc, "image_spans") and len(spans) > 0:
-        grid = torch.as_tensor(doc.image_grid_thw).reshape(-1, 3)
-        rows = grid.prod(dim=1).tolist()
-        row_starts = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
-        keep = [i for i, (s, e) in enumerate(spans) if s >= start and e <= end]
-        pix = [doc.pixel_values[row_starts[i] : row_starts[i + 1]] for i in keep]
-        patch_dim = doc.pixel_values.shape[-1]
-        changes["pixel_values"] = (
-            torch.cat(pix) if pix else doc.pixel_values.new_zeros((0, patch_dim))
-        )
-        changes["image_grid_thw"] = grid[keep] if keep else grid.new_zeros((0, 3))
-        changes["image_spans"] = torch.as_tensor(
-            spans[keep] - start if keep else np.zeros((0, 2), dtype=np.int64)
-        ).to(torch.int64)
-    return dataclasses.replace(doc, **changes)
+    return doc.slice(start, end, key=key)
 
 
 def apply_overlong_policy(
-    doc: Any, pack_size: int, policy: OverlongPolicy | str, stats: PackingStats
-) -> list[Any]:
+    doc: EncodedSample, pack_size: int, policy: OverlongPolicy | str, stats: PackingStats
+) -> list[EncodedSample]:
     """The documents that ``doc`` becomes under ``policy`` (``[doc]`` when it fits)."""
     policy = OverlongPolicy(policy)
     n = len(doc.tokens)
@@ -91,17 +65,19 @@ def apply_overlong_policy(
     if n <= pack_size:
         return [doc]
     targets = torch.as_tensor(doc.loss_mask).cpu().numpy()
-    cut = cut_overlong(n, pack_size, policy, no_cut=_spans(doc), targets=targets, name=repr(key))
+    cut = cut_overlong(
+        n, pack_size, policy, no_cut=doc.media_spans().numpy(), targets=targets, name=repr(key)
+    )
     if cut.dropped is not None:
         stats.record_drop(key, cut.dropped)
         return []
     if policy is OverlongPolicy.TRUNCATE:
         ((start, end),) = cut.pieces
         stats.record_truncation(key, cut.lost, pack_size)
-        return [slice_document(doc, start, end, key=key)]
+        return [doc.slice(start, end, key=key)]
     stats.split += 1
     stats.split_pieces += cut.made
     if len(cut.pieces) < cut.made:
         stats.record_dropped_pieces(key, cut.made - len(cut.pieces))
     # A left-out piece leaves a gap in the keys: the others keep their number among the cuts.
-    return [slice_document(doc, s, e, key=f"{key}#{i}") for i, (s, e) in zip(cut.ids, cut.pieces)]
+    return [doc.slice(s, e, key=f"{key}#{i}") for i, (s, e) in zip(cut.ids, cut.pieces)]

@@ -28,7 +28,7 @@ from megatron.energon import edataclass
 
 from energon_pack.attention import mrope_position_ids
 from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch, _stack_mrope
-from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample
+from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample, slice_media
 from energon_pack.samples._packed import PackedCaptioningSample, PackedTextSample, PackLayout
 
 __all__ = ["EncodedMultimodalSample", "PackedMultimodalBatch", "PackedMultimodalSample"]
@@ -52,6 +52,25 @@ class EncodedMultimodalSample(EncodedCaptioningSample):
         """Image plus video placeholder tokens of the document."""
         spans = torch.cat([self.image_spans.view(-1, 2), self.video_spans.view(-1, 2)])
         return int((spans[:, 1] - spans[:, 0]).sum())
+
+    def media_spans(self) -> torch.Tensor:
+        """Image and video spans, ``(num_images + num_videos, 2)`` int64, by start."""
+        spans = torch.cat([self.image_spans.view(-1, 2), self.video_spans.view(-1, 2)])
+        return spans[torch.argsort(spans[:, 0], stable=True)].to(torch.int64)
+
+    def slice_fields(self, start: int, end: int) -> dict[str, Any]:
+        """Tokens, the images and the videos inside ``[start, end)``, each in order."""
+        fields = EncodedCaptioningSample.slice_fields(self, start, end)
+        rows, grid, spans, kept = slice_media(
+            self.pixel_values_videos, self.video_grid_thw, self.video_spans, start, end
+        )
+        fields.update(
+            pixel_values_videos=rows,
+            video_grid_thw=grid,
+            video_spans=spans,
+            video_second_per_grid=self.video_second_per_grid.view(-1)[kept],
+        )
+        return fields
 
 
 def _runs(doc: EncodedMultimodalSample, tokens_per_second: float | None) -> tuple[Any, Any, Any]:

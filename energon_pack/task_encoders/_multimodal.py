@@ -41,6 +41,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
 
+from energon_pack.algorithms import OverlongPolicy
 from energon_pack.encoding import (
     DocumentTokenizer,
     MediaProcessor,
@@ -202,13 +203,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             doc = self._document(
                 sample, doc_key, messages, image_media, video_media, second_per_grid
             )
-            if len(doc.video_grid_thw) and doc.length > self.pack_size:
-                # the over-long policy cuts around image spans only: never cut a video document
-                self.stats.record_drop(
-                    doc_key,
-                    f"{doc.length} tokens with a video do not fit pack_size "
-                    f"{self.pack_size} (video documents are not cut; raise pack_size)",
-                )
+            if self._media_over_pack(doc):
                 continue
             if planned is not None:
                 doc = light_document(
@@ -218,6 +213,25 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
                     videos=[list(v) for v in videos],
                 )
             yield doc
+
+    def _media_over_pack(self, doc: EncodedMultimodalSample) -> bool:
+        """Drop and count ``doc`` when one image or video alone is longer than the pack.
+
+        No piece could hold that item (the over-long policy never cuts media; a document whose
+        media all fit is truncated or split around them). Under ``overlong="error"`` the
+        document is kept, and the policy raises.
+        """
+        spans = doc.media_spans()
+        longest = int((spans[:, 1] - spans[:, 0]).max()) if len(spans) else 0
+        policy = OverlongPolicy(self.config.overlong)
+        if longest <= self.pack_size or policy is OverlongPolicy.ERROR:
+            return False
+        self._stats_now().record_drop(
+            doc.__key__,
+            f"{doc.length} tokens with an image or video of {longest} tokens > pack_size "
+            f"{self.pack_size} (media are never cut; raise pack_size)",
+        )
+        return True
 
     def _planned(
         self, images: Sequence[Any], videos: Sequence[Sequence[Any]], key: str

@@ -8,7 +8,7 @@ import torch
 
 from energon_pack.algorithms import OverlongPolicy, apply_overlong, cut_overlong
 from energon_pack.encoding import OverlongSampleError, PackingStats, apply_overlong_policy
-from energon_pack.samples import EncodedCaptioningSample, EncodedSample
+from energon_pack.samples import EncodedCaptioningSample, EncodedMultimodalSample, EncodedSample
 
 
 def doc(n: int, key: str = "k") -> EncodedSample:
@@ -41,6 +41,36 @@ def caption_doc() -> EncodedCaptioningSample:
         image_grid_thw=torch.tensor([[1, 4, 4], [1, 2, 4]]),
         image_spans=torch.tensor([[2, 6], [8, 10]]),
     )
+
+
+def multimodal_doc() -> EncodedMultimodalSample:
+    """tokens 0 [1 2] 3 [4 5 6 7] 8 [9 10 11] 12 13 14: image A (grid 1x2x4, 8 rows), a video
+    (grid 2x2x4, 16 rows, 0.5 s per temporal patch), image B (grid 1x2x6, 12 rows). Every pixel
+    row holds its own number (images 0..19, video 100..115), so a piece's rows name their items.
+    """
+    return EncodedMultimodalSample(
+        __key__="m",
+        __restore_key__=(),
+        tokens=torch.arange(15),
+        loss_mask=torch.ones(15, dtype=torch.bool),
+        pixel_values=torch.arange(20.0).view(-1, 1).expand(-1, 3),
+        image_grid_thw=torch.tensor([[1, 2, 4], [1, 2, 6]]),
+        image_spans=torch.tensor([[1, 3], [9, 12]]),
+        pixel_values_videos=(torch.arange(16.0) + 100).view(-1, 1).expand(-1, 3),
+        video_grid_thw=torch.tensor([[2, 2, 4]]),
+        video_spans=torch.tensor([[4, 8]]),
+        video_second_per_grid=torch.tensor([0.5]),
+    )
+
+
+#: Per media kind: (spans field, grids field, pixel rows field) of the documents that have it.
+MEDIA_FIELDS = {
+    EncodedCaptioningSample: [("image_spans", "image_grid_thw", "pixel_values")],
+    EncodedMultimodalSample: [
+        ("image_spans", "image_grid_thw", "pixel_values"),
+        ("video_spans", "video_grid_thw", "pixel_values_videos"),
+    ],
+}
 
 
 def test_fitting_document_is_returned_unchanged() -> None:
@@ -167,10 +197,13 @@ def _document_pieces(d: EncodedSample, pack_size: int, policy: OverlongPolicy) -
 
 def _length_pieces(d: EncodedSample, pack_size: int, policy: OverlongPolicy) -> object:
     """Piece lengths the pure, lengths-level policy gives for ``d``'s length, spans and mask."""
-    spans = getattr(d, "image_spans", None)
     try:
         cut = cut_overlong(
-            len(d.tokens), pack_size, policy, no_cut=spans, targets=d.loss_mask.numpy()
+            len(d.tokens),
+            pack_size,
+            policy,
+            no_cut=d.media_spans().numpy(),
+            targets=d.loss_mask.numpy(),
         )
     except OverlongSampleError:
         return OverlongSampleError
@@ -190,9 +223,10 @@ def test_lengths_and_documents_give_the_same_pieces(policy: OverlongPolicy, pack
     else:
         pieces = [_document_pieces(d, pack_size, policy) for d in docs]
         assert sum(pieces, []) == apply_overlong(lengths, pack_size, policy).tolist()
-    # Captioning (image spans no cut may enter) and SFT (a prompt without targets): the same
-    # function, given the document's spans and loss mask, gives the encoder's pieces.
-    for d in (caption_doc(), sft_doc("s", prompt=5), sft_doc("t", prompt=8)):
+    # Captioning and multimodal (media spans no cut may enter) and SFT (a prompt without
+    # targets): the same function, given the document's spans and loss mask, gives the
+    # encoder's pieces.
+    for d in (caption_doc(), multimodal_doc(), sft_doc("s", prompt=5), sft_doc("t", prompt=8)):
         assert _document_pieces(d, pack_size, policy) == _length_pieces(d, pack_size, policy)
 
 
@@ -205,3 +239,89 @@ def test_captioning_split_differs_from_bare_lengths_only_through_its_spans() -> 
         (0, 8),
         (8, 11),
     ]
+
+
+def test_multimodal_split_keeps_images_and_videos_whole_and_in_order() -> None:
+    # Pack 6: the cut at 6 falls in the video [4, 8) -> 4; the cut at 4 + 6 = 10 falls in image
+    # B [9, 12) -> 9; the rest [9, 15) fits. One item per piece: A | video | B.
+    a, v, b = apply_overlong_policy(multimodal_doc(), 6, "split", PackingStats())
+    assert [p.tokens.tolist() for p in (a, v, b)] == [
+        [0, 1, 2, 3],
+        [4, 5, 6, 7, 8],
+        [9, 10, 11, 12, 13, 14],
+    ]
+    assert a.image_spans.tolist() == [[1, 3]] and a.video_spans.shape == (0, 2)
+    assert a.pixel_values[:, 0].tolist() == list(range(8))
+    assert a.pixel_values_videos.shape == (0, 3) and a.video_second_per_grid.tolist() == []
+    assert v.image_spans.shape == (0, 2) and v.pixel_values.shape == (0, 3)
+    assert v.video_spans.tolist() == [[0, 4]] and v.video_grid_thw.tolist() == [[2, 2, 4]]
+    assert v.pixel_values_videos[:, 0].tolist() == [100.0 + i for i in range(16)]
+    assert v.video_second_per_grid.tolist() == [0.5] and v.num_media_tokens == 4
+    assert b.image_spans.tolist() == [[0, 3]] and b.image_grid_thw.tolist() == [[1, 2, 6]]
+    assert b.pixel_values[:, 0].tolist() == list(range(8, 20))
+    assert all(type(p) is EncodedMultimodalSample for p in (a, v, b))
+
+
+def test_multimodal_truncate_keeps_the_media_before_the_cut() -> None:
+    # Pack 10: the cut at 10 falls in image B [9, 12) -> 9: image A and the video stay.
+    (out,) = apply_overlong_policy(multimodal_doc(), 10, "truncate", PackingStats())
+    assert out.tokens.tolist() == list(range(9))
+    assert out.media_spans().tolist() == [[1, 3], [4, 8]]
+    assert out.pixel_values.shape == (8, 3) and out.pixel_values_videos.shape == (16, 3)
+
+
+def test_slice_refuses_a_cut_through_media() -> None:
+    with pytest.raises(ValueError, match=r"\[0, 6\) cuts media span \[4, 8\)"):
+        multimodal_doc().slice(0, 6)
+    assert multimodal_doc().media_spans().tolist() == [[1, 3], [4, 8], [9, 12]]
+    assert doc(3).media_spans().shape == (0, 2) and doc(5).slice(1, 3).tokens.tolist() == [11, 12]
+
+
+def _check_piece(orig: EncodedSample, piece: EncodedSample) -> int:
+    """Assert ``piece`` holds exactly ``orig``'s media inside its token range; their number.
+
+    The reference: items by their spans, rows by the running sum of ``t*h*w`` over the grids.
+    """
+    offset = int(piece.tokens[0]) - int(orig.tokens[0])
+    end = offset + len(piece.tokens)
+    assert torch.equal(piece.tokens, orig.tokens[offset:end])
+    count = 0
+    for spans_f, grid_f, rows_f in MEDIA_FIELDS.get(type(orig), []):
+        spans, grid, rows = (getattr(orig, f) for f in (spans_f, grid_f, rows_f))
+        sizes = [int(t * h * w) for t, h, w in grid.tolist()]
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        inside = [i for i, (s, e) in enumerate(spans.tolist()) if offset <= s and e <= end]
+        assert getattr(piece, spans_f).tolist() == [
+            [s - offset, e - offset] for s, e in spans[inside].tolist()
+        ]
+        assert getattr(piece, grid_f).tolist() == grid[inside].tolist()
+        want = [rows[starts[i] : starts[i] + sizes[i]] for i in inside]
+        assert torch.equal(getattr(piece, rows_f), torch.cat(want) if want else rows[:0])
+        assert getattr(piece, rows_f).shape[0] == sum(sizes[i] for i in inside)
+        count += len(inside)
+    if isinstance(piece, EncodedMultimodalSample):
+        assert len(piece.video_second_per_grid) == len(piece.video_grid_thw)
+    assert count == len(piece.media_spans())
+    return count
+
+
+@pytest.mark.parametrize("policy", list(OverlongPolicy))
+@pytest.mark.parametrize("make", [lambda: doc(15), caption_doc, multimodal_doc])
+def test_every_document_type_and_policy_cuts_around_its_media(policy, make) -> None:
+    orig = make()
+    n_media = len(orig.media_spans())
+    for pack_size in range(1, len(orig.tokens) + 2):
+        try:
+            pieces = apply_overlong_policy(orig, pack_size, policy, PackingStats(log_every=0))
+        except OverlongSampleError:
+            assert len(orig.tokens) > pack_size and policy in ("error", "split", "truncate")
+            continue
+        assert all(type(p) is type(orig) and len(p.tokens) <= pack_size for p in pieces)
+        counts = [_check_piece(orig, p) for p in pieces]
+        if policy is OverlongPolicy.SPLIT:
+            assert torch.equal(torch.cat([p.tokens for p in pieces]), orig.tokens)
+            assert sum(counts) == n_media
+        elif policy is OverlongPolicy.TRUNCATE:  # the head, or nothing (no target left)
+            assert len(pieces) <= 1 and all(p.tokens[0] == orig.tokens[0] for p in pieces)
+        elif len(orig.tokens) > pack_size:  # drop
+            assert pieces == []

@@ -43,7 +43,13 @@ from energon_pack.attention import (
     packed_seq_params,
 )
 from energon_pack.samples._counts import PackingCounts
-from energon_pack.samples._packed import IGNORE_INDEX, PackedCaptioningSample, PackedTextSample
+from energon_pack.samples._packed import (
+    IGNORE_INDEX,
+    IMAGE_FIELDS,
+    PackedCaptioningSample,
+    PackedTextSample,
+    concat_media,
+)
 from energon_pack.samples._types import TypeRegistry
 
 __all__ = ["PackedCaptioningBatch", "PackedTextBatch", "collate_packs"]
@@ -278,13 +284,9 @@ class PackedCaptioningBatch(PackedTextBatch):
         cls, packs: Sequence[PackedCaptioningSample], length: int
     ) -> dict[str, Any]:
         """Images in row-major pack order, spans in batch coordinates, stacked mRoPE ids."""
-        spans = [p.image_spans.view(-1, 2) + r * length for r, p in enumerate(packs)]
-        return {
-            "pixel_values": torch.cat([p.pixel_values for p in packs]),
-            "image_grid_thw": torch.cat([p.image_grid_thw.view(-1, 3) for p in packs]),
-            "image_spans": torch.cat(spans),
-            "mrope_position_ids": _stack_mrope(packs, length),
-        }
+        offsets = [r * length for r in range(len(packs))]
+        fields = concat_media(packs, offsets, *IMAGE_FIELDS)
+        return {**fields, "mrope_position_ids": _stack_mrope(packs, length)}
 
     def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
         """Text kwargs plus ``pixel_values``, ``image_grid_thw`` and, when built, the mRoPE

@@ -29,9 +29,17 @@ from megatron.energon import edataclass
 from energon_pack.attention import mrope_position_ids
 from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch, _stack_mrope
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample, slice_media
-from energon_pack.samples._packed import PackedCaptioningSample, PackedTextSample, PackLayout
+from energon_pack.samples._packed import (
+    PackedCaptioningSample,
+    PackedTextSample,
+    PackLayout,
+    concat_media,
+)
 
 __all__ = ["EncodedMultimodalSample", "PackedMultimodalBatch", "PackedMultimodalSample"]
+
+#: The video fields of multimodal documents, packs and batches, as ``concat_media`` names them.
+VIDEO_FIELDS = ("pixel_values_videos", "video_grid_thw", "video_spans")
 
 
 @edataclass
@@ -117,11 +125,7 @@ class PackedMultimodalSample(PackedCaptioningSample):
         """Images as captioning packs hold them, videos likewise, and with ``mrope=True`` the
         ``(3, n)`` positions of each document over its image and video runs."""
         fields = PackedCaptioningSample.modality_fields(samples, layout)
-        fields["pixel_values_videos"] = torch.cat([s.pixel_values_videos for s in samples])
-        fields["video_grid_thw"] = torch.cat([s.video_grid_thw.view(-1, 3) for s in samples])
-        fields["video_spans"] = torch.cat(
-            [s.video_spans.view(-1, 2) + st for s, st in zip(samples, layout.starts)]
-        ).to(torch.int64)
+        fields.update(concat_media(samples, layout.starts, *VIDEO_FIELDS))
         fields["video_second_per_grid"] = torch.cat(
             [s.video_second_per_grid.view(-1) for s in samples]
         ).to(torch.float32)
@@ -172,11 +176,7 @@ class PackedMultimodalBatch(PackedCaptioningBatch):
         """Images and videos in row-major pack order, spans in batch coordinates."""
         fields = PackedCaptioningBatch.modality_fields(packs, length)
         fields["mrope_position_ids"] = _stack_mrope(packs, length)
-        fields["pixel_values_videos"] = torch.cat([p.pixel_values_videos for p in packs])
-        fields["video_grid_thw"] = torch.cat([p.video_grid_thw.view(-1, 3) for p in packs])
-        fields["video_spans"] = torch.cat(
-            [p.video_spans.view(-1, 2) + r * length for r, p in enumerate(packs)]
-        )
+        fields.update(concat_media(packs, [r * length for r in range(len(packs))], *VIDEO_FIELDS))
         fields["video_second_per_grid"] = torch.cat([p.video_second_per_grid for p in packs])
         return fields
 

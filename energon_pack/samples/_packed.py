@@ -183,7 +183,6 @@ class PackedCaptioningSample(PackedTextSample):
         """Images in pack order, spans shifted to pack coordinates and, with ``mrope=True``, the
         ``(3, n)`` mRoPE positions of each document (``spatial_merge_size``: the vision
         tower's spatial merge)."""
-        spans = [s.image_spans.view(-1, 2) + st for s, st in zip(samples, layout.starts)]
         mrope_ids = None
         if mrope:
             per_document = [
@@ -198,11 +197,31 @@ class PackedCaptioningSample(PackedTextSample):
             ]
             mrope_ids = torch.cat(per_document, dim=1)
         return {
-            "pixel_values": torch.cat([s.pixel_values for s in samples]),
-            "image_grid_thw": torch.cat([s.image_grid_thw.view(-1, 3) for s in samples]),
-            "image_spans": torch.cat(spans).to(torch.int64),
+            **concat_media(samples, layout.starts, *IMAGE_FIELDS),
             "mrope_position_ids": mrope_ids,
         }
+
+
+#: The image fields of captioning documents, packs and batches, as ``concat_media`` names them.
+IMAGE_FIELDS = ("pixel_values", "image_grid_thw", "image_spans")
+
+
+def concat_media(
+    members: Sequence[Any], offsets: Sequence[int], rows: str, grid: str, spans: str
+) -> dict[str, torch.Tensor]:
+    """The media fields ``rows``, ``grid`` and ``spans`` of ``members`` joined in member order,
+    each member's spans shifted by its offset (its start in a pack, ``row * L`` in a batch).
+
+    Spans come out int64 ``(k, 2)``, grids ``(k, 3)``. Two members with image spans ``[[1, 3]]``
+    and ``[[0, 2]]`` at offsets ``[0, 5]`` give ``image_spans [[1, 3], [5, 7]]``, their pixel
+    rows and grids concatenated in the same order.
+    """
+    shifted = [getattr(m, spans).view(-1, 2) + o for m, o in zip(members, offsets)]
+    return {
+        rows: torch.cat([getattr(m, rows) for m in members]),
+        grid: torch.cat([getattr(m, grid).view(-1, 3) for m in members]),
+        spans: torch.cat(shifted).to(torch.int64),
+    }
 
 
 def _check_documents(cls: type[PackedTextSample], samples: Sequence[EncodedSample]) -> list[int]:

@@ -28,17 +28,19 @@ module is over 300 lines because the result type and its text report live beside
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from energon_pack.algorithms import CarryOver, PackingSpec, as_spec, simulate
 from energon_pack.encoding import PackingStats
+from energon_pack.samples import EncodedSample
 from energon_pack.task_encoders import LLMPackingTaskEncoder
 
 __all__ = [
@@ -55,18 +57,35 @@ BUFFER_CANDIDATES: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024, 2048, 409
 FIRST_PACKS = 24
 
 
-class _MeasuringEncoder(LLMPackingTaskEncoder):
-    """Records each document's token length in read order."""
+@contextlib.contextmanager
+def _recording_lengths(encoder: Any) -> Iterator[list[int]]:
+    """Within the block, ``encoder.encode_document`` also appends each non-empty document's
+    length (in read order) to the yielded list; any packing task encoder works."""
+    lengths: list[int] = []
+    inner = encoder.encode_document
 
-    def __init__(self, tokenizer: Any, **packing: Any) -> None:
-        super().__init__(tokenizer, **packing)
-        self.lengths: list[int] = []
+    def encode_document(sample: Any) -> list[EncodedSample]:
+        result = inner(sample)
+        docs = [result] if isinstance(result, EncodedSample) else list(result)
+        lengths.extend(len(d.tokens) for d in docs if len(d.tokens))
+        return docs
 
-    def encode_document(self, sample: Any) -> Any:
-        doc = super().encode_document(sample)
-        if len(doc.tokens):
-            self.lengths.append(len(doc.tokens))
-        return doc
+    encoder.encode_document = encode_document
+    try:
+        yield lengths
+    finally:
+        del encoder.encode_document
+
+
+def _media_tokens(pack: Any) -> int | None:
+    """Image and video placeholder tokens of a pack (``None``: its type carries no media)."""
+    if hasattr(pack, "num_media_tokens"):
+        return int(pack.num_media_tokens)
+    spans = getattr(pack, "image_spans", None)
+    if spans is None:
+        return None
+    spans = spans.view(-1, 2)
+    return int((spans[:, 1] - spans[:, 0]).sum())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +125,36 @@ class AnalysisResult:
     pack_fills: list[float] = field(repr=False)
     #: document (piece) lengths of the first :data:`FIRST_PACKS` packs, as the loader emitted them
     first_packs: list[list[int]] = field(default_factory=list, repr=False)
+    #: image + video tokens of each emitted pack (``None``: the documents carry no media)
+    pack_media_tokens: list[int] | None = field(default=None, repr=False)
+
+    @property
+    def media_tokens(self) -> int | None:
+        """Image and video placeholder tokens in packs (``None``: no media documents)."""
+        return None if self.pack_media_tokens is None else sum(self.pack_media_tokens)
+
+    @property
+    def text_tokens(self) -> int:
+        """Real tokens in packs that are not media placeholders."""
+        return self.tokens - (self.media_tokens or 0)
+
+    def media_figures(self) -> dict[str, Any] | None:
+        """Media and text tokens in total and per pack (mean, max), or ``None`` without media.
+
+        Packs of 10 + 6 real tokens holding 4 and 0 media tokens -> ``media_tokens`` 4,
+        ``text_tokens`` 12, per pack media mean 2.0 / max 4, text mean 6.0 / max 6.
+        """
+        per_pack = self.pack_media_tokens
+        if per_pack is None:
+            return None
+        text = [round(f * self.pack_size) - m for f, m in zip(self.pack_fills, per_pack)]
+        packs = max(len(per_pack), 1)
+        return {
+            "media_tokens": self.media_tokens,
+            "text_tokens": self.text_tokens,
+            "media_tokens_per_pack": {"mean": sum(per_pack) / packs, "max": max(per_pack or [0])},
+            "text_tokens_per_pack": {"mean": sum(text) / packs, "max": max(text or [0])},
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (without the per-document lengths and per-pack fills)."""
@@ -113,6 +162,8 @@ class AnalysisResult:
         out.pop("lengths")
         out.pop("pack_fills")
         out.pop("first_packs")
+        out.pop("pack_media_tokens")
+        out["media"] = self.media_figures()
         out["buffer_sweep"] = {str(k): v for k, v in self.buffer_sweep.items()}
         out["skipped_samples"] = [{"key": k, "reason": r} for k, r in self.skipped_samples]
         out["carry_over"] = dataclasses.asdict(self.carry_over) if self.carry_over else None
@@ -151,6 +202,17 @@ class AnalysisResult:
             ),
             ("lengths", _length_summary(self.lengths, self.pack_size)),
         ]
+        media = self.media_figures()
+        if media is not None:
+            m, t = media["media_tokens_per_pack"], media["text_tokens_per_pack"]
+            rows.append(
+                (
+                    "media / text",
+                    f"{media['media_tokens']:,} media + {media['text_tokens']:,} text tokens; "
+                    f"per pack media {m['mean']:.1f} (max {m['max']}), "
+                    f"text {t['mean']:.1f} (max {t['max']})",
+                )
+            )
         if self.skipped:
             rows.append(("skipped", _skipped_summary(self.skipped, self.skipped_samples)))
         if self.carry_over_fill is not None:
@@ -259,23 +321,28 @@ class _Measured:
     tokens: int  #: real tokens in packs
     documents: int  #: documents (pieces) in packs
     stats: PackingStats  #: the encoder's counts (empty, truncated, split, dropped, skipped)
+    media: list[int] | None  #: media tokens per emitted pack (``None``: no media)
 
 
 def _measure(
-    dataset: Path,
-    tokenizer: Any,
-    spec: PackingSpec,
-    buffer_size: int,
-    limit: int | None,
-    progress: bool,
+    dataset: Path, encoder: Any, buffer_size: int, limit: int | None, progress: bool
 ) -> _Measured:
-    """Phase 1: one epoch of ``dataset`` through the LLM encoder in a real energon loader."""
+    """Phase 1: one epoch of ``dataset`` through ``encoder`` in a real energon loader."""
+    with _recording_lengths(encoder) as lengths:
+        measured = _packs_of(dataset, encoder, buffer_size, limit, progress)
+    return dataclasses.replace(measured, lengths=list(lengths))
+
+
+def _packs_of(
+    dataset: Path, encoder: Any, buffer_size: int, limit: int | None, progress: bool
+) -> _Measured:
+    """The loader's packs: fills, documents, media tokens (``lengths`` left empty)."""
     from tqdm import tqdm
 
-    encoder = _MeasuringEncoder(tokenizer, config=spec, log_every=0)
     loader = _dataset_order_loader(dataset, encoder, buffer_size, limit)
     pack_fills: list[float] = []
     first_packs: list[list[int]] = []
+    media: list[int | None] = []
     tokens = documents = 0
     bar = tqdm(
         iter(loader),
@@ -292,16 +359,18 @@ def _measure(
             n = int(sum(pack.doc_lengths))
             tokens += n
             documents += len(pack.doc_lengths)
-            pack_fills.append(n / spec.pack_size)
+            pack_fills.append(n / encoder.config.pack_size)
+            media.append(_media_tokens(pack))
             if len(first_packs) < FIRST_PACKS:
                 first_packs.append([int(d) for d in pack.doc_lengths])
     return _Measured(
-        lengths=list(encoder.lengths),
+        lengths=[],
         pack_fills=pack_fills,
         first_packs=first_packs,
         tokens=tokens,
         documents=documents,
         stats=encoder.stats,
+        media=None if None in media else [int(m or 0) for m in media],
     )
 
 
@@ -370,27 +439,30 @@ def _report(
         lengths=measured.lengths,
         pack_fills=measured.pack_fills,
         first_packs=measured.first_packs,
+        pack_media_tokens=measured.media,
         **figures,
     )
 
 
 def analyze_dataset(
     dataset: Path | str,
-    tokenizer: Any,
+    tokenizer: Any = None,
     spec: PackingSpec | int | None = None,
     *,
     buffer_size: int,
+    encoder: Any = None,
     limit: int | None = None,
     target_fill: float = 0.99,
     progress: bool = False,
     **spec_fields: Any,
 ) -> AnalysisResult:
-    """Measure one epoch of ``dataset`` through the LLM packing encoder, replay it through
-    ``simulate``, sweep buffer sizes, report (see the module docstring).
+    """Measure one epoch of ``dataset`` through the LLM packing encoder (or ``encoder``),
+    replay it through ``simulate``, sweep buffer sizes, report (see the module docstring).
 
     Args:
         dataset: An energon dataset (webdataset dir, or a prepared ``.jsonl`` with ``text``).
-        tokenizer: A transformers tokenizer or a local tokenizer directory.
+        tokenizer: A transformers tokenizer or a local tokenizer directory (without
+            ``encoder``).
         spec: The :class:`~energon_pack.algorithms.PackingSpec` of the encoder, the loader and
             the simulation; or its fields as keywords (``pack_size=4096, overlong="split"``).
         buffer_size: energon's ``packing_buffer_size``.
@@ -398,10 +470,22 @@ def analyze_dataset(
         target_fill: Fill the recommended buffer must reach (capped at the bound).
         progress: Show a tqdm bar over packs on stderr.
         spec_fields: :class:`~energon_pack.algorithms.PackingSpec` fields replacing the spec's.
+        encoder: A built packing task encoder for datasets the LLM encoder does not read
+            (``VQAPackingTaskEncoder(tok, processor, pack_size=512)``); its config is the
+            spec, so ``tokenizer``, ``spec`` and spec fields must not be given. Packs with
+            images or videos add media and text tokens to the result (``media_figures``).
     """
-    spec = as_spec(spec, **spec_fields)
+    if encoder is not None:
+        if tokenizer is not None or spec is not None or spec_fields:
+            raise ValueError("analyze_dataset: give encoder=, or tokenizer and the spec; not both.")
+        spec = encoder.config
+    else:
+        if tokenizer is None:
+            raise ValueError("analyze_dataset: give a tokenizer (or a built encoder=).")
+        spec = as_spec(spec, **spec_fields)
+        encoder = LLMPackingTaskEncoder(tokenizer, config=spec, log_every=0)
     if limit is not None and limit < 1:
         raise ValueError(f"limit={limit} must be >= 1 (or None for the whole dataset).")
-    measured = _measure(Path(dataset), tokenizer, spec, buffer_size, limit, progress)
+    measured = _measure(Path(dataset), encoder, buffer_size, limit, progress)
     figures = _replay_and_sweep(measured, spec, buffer_size, target_fill)
     return _report(dataset, spec, buffer_size, measured, figures)

@@ -140,3 +140,36 @@ def test_crude_jsonl_dataset_keeps_stdout_clean(jsonl_text_dataset, tokenizer_di
         "10",
     )
     assert (limited["samples_in"], limited["empty"]) == (9, 1)  # records 0..9, #5 empty
+
+
+def test_vqa_dataset_reports_media_and_text_tokens(
+    tmp_path: Path, tokenizer_dir: Path, image_processor, tokenizer
+) -> None:
+    from energon_pack.task_encoders import VQAPackingTaskEncoder
+    from energon_pack.testing import random_png_bytes
+    from energon_pack.tools import analyze_dataset, make_vqa_dataset
+
+    # 8 samples, one 56x56 image each (4x4 patches, merge 2 -> 4 image tokens) and one answer:
+    # one document per sample, 4 media tokens each.
+    n = 8
+    images = [random_png_bytes(56, 56, seed=i) for i in range(n)]
+    questions = synthetic_texts(n, seed=5, min_words=2, max_words=6)
+    answers = [[a] for a in synthetic_texts(n, seed=6, max_words=4)]
+    ds = make_vqa_dataset(tmp_path / "vqa", images, questions, answers)
+    enc = VQAPackingTaskEncoder(tokenizer, image_processor, pack_size=64, log_every=0)
+    result = analyze_dataset(ds, encoder=enc, buffer_size=8)
+    assert (result.samples_in, result.samples_out) == (n, n)
+    assert result.media_tokens == 4 * n and result.text_tokens == result.tokens - 4 * n
+    assert sum(result.lengths) == result.tokens and len(result.pack_media_tokens) == result.packs
+    media = result.to_dict()["media"]
+    assert media["media_tokens"] == 4 * n and media["text_tokens"] == result.tokens - 4 * n
+    assert media["media_tokens_per_pack"]["mean"] == 4 * n / result.packs
+    assert "media / text" in "\n".join(result.lines())
+    # Given both an encoder and a tokenizer, it refuses; a text dataset has no media figures.
+    with pytest.raises(ValueError, match="not both"):
+        analyze_dataset(ds, tokenizer_dir, encoder=enc, buffer_size=4)
+    text = analyze_dataset(
+        _dataset(tmp_path, ["the the", "a"], "txt"), tokenizer_dir, pack_size=8, buffer_size=8
+    )
+    assert text.media_tokens is None and text.to_dict()["media"] is None
+    assert "media / text" not in "\n".join(text.lines())

@@ -40,6 +40,7 @@ from energon_pack.encoding import (
     apply_overlong_policy,
     counting_skips,
     logger,
+    resolve_light_media,
     restoring_item,
     seeded_stateless,
     warn_if_buffer_too_small,
@@ -168,6 +169,18 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     def materialize(self, doc: EncodedSample) -> EncodedSample:
         """Hook: the document with its media decoded and processed (default: ``doc``)."""
         return doc
+
+    def _init_light_media(self, requested: bool | None, image_processor: Any) -> None:
+        """Light or stock buffers for a media encoder (:func:`resolve_light_media`: light where
+        exact and without carry-over); call it after the base ``__init__`` (it reads
+        ``config.carry_over``)."""
+        #: Plans documents from media headers, or None: media are decoded in the buffer.
+        self.media_planner = resolve_light_media(
+            requested, image_processor, carry_over=self.config.carry_over, name=type(self).__name__
+        )
+        self.light_media = self.media_planner is not None
+        #: Samples this process decoded in the buffer although light (no planned size).
+        self.light_fallbacks = 0
 
     def _stats_now(self) -> PackingStats:
         """``self.stats``, or a scratch one while ``restore_sample`` rebuilds a counted item."""

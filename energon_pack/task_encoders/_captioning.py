@@ -34,9 +34,9 @@ from megatron.energon import CaptioningSample
 
 from energon_pack.encoding import (
     DocumentTokenizer,
+    MediaProcessor,
     check_planned,
     kept_items,
-    resolve_light_media,
     to_pil_image,
 )
 from energon_pack.samples import (
@@ -95,20 +95,13 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
             tokenizer, add_bos=add_bos, add_eos=add_eos, eod_token_id=eod_token_id
         )
         self.image_processor = image_processor
+        self.media = MediaProcessor(image_processor)
         self.image_token_id = self.tokenizer.token_id(image_token)
         self.mrope = mrope
-        self.spatial_merge_size = int(getattr(image_processor, "merge_size", 2))
+        self.spatial_merge_size = self.media.merge_size
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
-        self.media_planner = resolve_light_media(
-            light_media,
-            image_processor,
-            carry_over=self.config.carry_over,
-            name=type(self).__name__,
-        )
-        self.light_media = self.media_planner is not None
-        #: Samples this process decoded in the buffer although light (header without a size).
-        self.light_fallbacks = 0
+        self._init_light_media(light_media, image_processor)
 
     def pack_options(self) -> dict[str, Any]:
         """``mrope`` and the image processor's ``spatial_merge_size``, for each pack."""
@@ -120,10 +113,8 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
 
     def process_image(self, image: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """``(pixel_values (patches, patch_dim) float32, image_grid_thw (1, 3) int64)``."""
-        out = self.image_processor(images=[image], return_tensors="pt")
-        pixel_values = torch.as_tensor(out["pixel_values"]).to(torch.float32)
-        grid = torch.as_tensor(out["image_grid_thw"]).to(torch.int64).reshape(-1, 3)
-        return pixel_values, grid
+        media = self.media.images([image])
+        return media.pixel_values, media.grid_thw
 
     def _processed(self, image: Any, key: str) -> tuple[torch.Tensor, torch.Tensor]:
         """Decode, augment and process one image (errors name the sample)."""

@@ -49,7 +49,6 @@ from energon_pack.encoding import (
     check_planned,
     expand_placeholders,
     kept_items,
-    resolve_light_media,
     to_pil_image,
 )
 from energon_pack.samples import (
@@ -147,15 +146,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         self.default_fps = default_fps
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
-        self.media_planner = resolve_light_media(
-            light_media,
-            image_processor,
-            carry_over=self.config.carry_over,
-            name=type(self).__name__,
-        )
-        self.light_media = self.media_planner is not None
-        #: Samples this process decoded in the buffer although light (no planned size).
-        self.light_fallbacks = 0
+        self._init_light_media(light_media, image_processor)
 
     def _optional_id(self, token: str | None) -> int | None:
         vocab = self.tokenizer.tokenizer.get_vocab()

@@ -167,6 +167,14 @@ class DocumentTokenizer:
         """The padding id (the tokenizer's PAD, else EOD, else 0)."""
         return self.ids.pad
 
+    def use_chat_template(self, requested: bool | None) -> bool:
+        """Whether to render with the chat template: ``requested``, or with ``None`` whether the
+        tokenizer has one; ``True`` for a tokenizer without one is a ValueError."""
+        has_template = bool(getattr(self.tokenizer, "chat_template", None))
+        if requested and not has_template:
+            raise ValueError("use_chat_template=True but the tokenizer has no chat_template.")
+        return has_template if requested is None else requested
+
     def encode_text(self, text: str) -> list[int]:
         """Token ids of ``text`` without any special token."""
         return list(self.tokenizer.encode(text, add_special_tokens=False, **self._encode_options))

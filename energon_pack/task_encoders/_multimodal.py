@@ -128,10 +128,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         self.tokenizer = DocumentTokenizer(
             tokenizer, add_bos=add_bos, add_eos=add_eos, eod_token_id=eod_token_id
         )
-        has_template = bool(getattr(self.tokenizer.tokenizer, "chat_template", None))
-        if use_chat_template and not has_template:
-            raise ValueError("use_chat_template=True but the tokenizer has no chat_template.")
-        self.use_chat_template = has_template if use_chat_template is None else use_chat_template
+        self.use_chat_template = self.tokenizer.use_chat_template(use_chat_template)
         self.media = MediaProcessor(image_processor, video_processor)
         self.image_token_id = self.tokenizer.token_id(image_token)
         self.video_token_id = self._optional_id(video_token)

@@ -91,10 +91,7 @@ class SFTPackingTaskEncoder(PackingTaskEncoder[PromptResponseSample]):
         self.tokenizer = DocumentTokenizer(
             tokenizer, add_bos=add_bos, add_eos=add_eos, eod_token_id=eod_token_id
         )
-        has_template = bool(getattr(self.tokenizer.tokenizer, "chat_template", None))
-        if use_chat_template and not has_template:
-            raise ValueError("use_chat_template=True but the tokenizer has no chat_template.")
-        self.use_chat_template = has_template if use_chat_template is None else use_chat_template
+        self.use_chat_template = self.tokenizer.use_chat_template(use_chat_template)
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
 

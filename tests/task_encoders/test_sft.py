@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -25,6 +27,14 @@ def test_chat_template_masks_the_prompt(tokenizer_dir, tokenizer) -> None:
     # "<|user|> the model <|assistant|> a seed </s>": targets are "a seed </s>" only.
     assert doc.tokens.tolist() == [USER, the, model, ASSISTANT, a, seed, EOS]
     assert doc.loss_mask.tolist() == [False] * 4 + [True] * 3
+
+
+def test_template_follows_the_tokenizer_and_true_needs_one(tokenizer) -> None:
+    plain = copy.deepcopy(tokenizer)
+    plain.chat_template = None
+    assert not SFTPackingTaskEncoder(plain, pack_size=32).use_chat_template
+    with pytest.raises(ValueError, match="has no chat_template"):
+        SFTPackingTaskEncoder(plain, pack_size=32, use_chat_template=True)
 
 
 def test_without_template_bos_prompt_response_eod(tokenizer_dir, tokenizer) -> None:

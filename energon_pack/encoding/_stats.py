@@ -75,20 +75,22 @@ class PackingStats:
     #: The counters at the last ``take_counts()`` (what the next pack's counts start from).
     _taken: PackingCounts = field(default_factory=PackingCounts, repr=False)
 
+    # the derived figures are PackingCounts', over everything counted so far
+
     @property
     def dropped(self) -> int:
         """All dropped samples (over-long and empty)."""
-        return self.dropped_overlong + self.dropped_empty
+        return self.counts().dropped
 
     @property
     def fill(self) -> float:
         """Real tokens / pack slots over all packs built so far (0.0 before the first)."""
-        return self.pack_tokens / self.pack_capacity if self.pack_capacity else 0.0
+        return self.counts().fill
 
     @property
     def documents_per_pack(self) -> float:
         """Mean number of documents per pack."""
-        return self.pack_documents / self.packs if self.packs else 0.0
+        return self.counts().documents_per_pack
 
     def record_drop(self, key: str, reason: str, *, empty: bool = False) -> None:
         """Count a dropped sample and log it at WARNING with the reason."""

@@ -61,8 +61,9 @@ class PackingSpec:
     alignment: int = 1
     #: What to do with a document longer than the pack: truncate, split, drop or error.
     overlong: OverlongPolicy = OverlongPolicy.TRUNCATE
-    #: Put under-filled packs back into the reading buffer, to be packed again with the next
-    #: samples (a CarryOver policy; unset: stock energon packing, each buffer on its own).
+    #: Carry under-filled packs over (outside energon's buffer, within a token budget and a
+    #: maximum age) to be packed again with the next samples (a CarryOver policy; unset:
+    #: stock energon packing, each buffer on its own).
     carry_over: CarryOver | None = None
     #: Packs one data-parallel rank trains on per optimizer step (micro-batch size x gradient
     #: accumulation steps): each buffer's packs are ordered so that any step_packs in a row cost

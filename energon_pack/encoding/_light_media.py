@@ -196,14 +196,20 @@ def check_planned(planned: torch.Tensor, actual: torch.Tensor, *, key: str) -> N
 
 
 def resolve_light_media(
-    requested: bool | None, image_processor: Any, *, carry_over: Any, name: str
+    requested: bool | None,
+    image_processor: Any,
+    *,
+    carry_over: Any,
+    augmented: bool = False,
+    name: str,
 ) -> MediaPlanner | None:
     """The planner an encoder uses for light buffers, or None for stock (decoded) buffers.
 
-    ``requested=None`` (the default): light where it is exact (the processor's rule is known)
-    and carry-over is off; ``True``: the same, but raise ValueError naming what prevents it;
-    ``False``: stock. Carry-over keeps samples across buffers in its own dataset, which has no
-    post-encoder: light buffers are not offered with it yet.
+    ``requested=None`` (the default): light where it is exact (the processor's rule is known,
+    no ``augment_*`` override that might change sizes) and carry-over is off; ``True``: the
+    same but augmentations are trusted to keep sizes, and raise ValueError naming what else
+    prevents it; ``False``: stock. Carry-over keeps samples across buffers in its own dataset,
+    which has no post-encoder: light buffers are not offered with it yet.
     """
     if requested is False:
         return None
@@ -216,6 +222,8 @@ def resolve_light_media(
             f"the resize rule of {type(image_processor).__name__} is not known to be exact "
             "(a Qwen2-VL-style smart_resize with do_resize=True is)"
         )
+    if reason is None and augmented and requested is None:
+        return None  # an augmentation may change sizes: light only when asked for
     if reason is not None and requested:
         raise ValueError(f"{name}: light_media=True, but {reason}; pass light_media=False.")
     return None if reason is not None else planner

@@ -170,13 +170,20 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         """Hook: the document with its media decoded and processed (default: ``doc``)."""
         return doc
 
-    def _init_light_media(self, requested: bool | None, image_processor: Any) -> None:
+    def _init_light_media(
+        self, requested: bool | None, image_processor: Any, *, augmented: bool = False
+    ) -> None:
         """Light or stock buffers for a media encoder (:func:`resolve_light_media`: light where
-        exact and without carry-over); call it after the base ``__init__`` (it reads
+        exact, without carry-over and, unless requested, without ``augmented`` (an augmentation
+        override, which may change sizes)); call it after the base ``__init__`` (it reads
         ``config.carry_over``)."""
         #: Plans documents from media headers, or None: media are decoded in the buffer.
         self.media_planner = resolve_light_media(
-            requested, image_processor, carry_over=self.config.carry_over, name=type(self).__name__
+            requested,
+            image_processor,
+            carry_over=self.config.carry_over,
+            augmented=augmented,
+            name=type(self).__name__,
         )
         self.light_media = self.media_planner is not None
         #: Samples this process decoded in the buffer although light (no planned size).

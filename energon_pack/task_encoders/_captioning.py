@@ -101,7 +101,8 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         self.spatial_merge_size = self.media.merge_size
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
-        self._init_light_media(light_media, image_processor)
+        augmented = type(self).augment_image is not CaptioningPackingTaskEncoder.augment_image
+        self._init_light_media(light_media, image_processor, augmented=augmented)
 
     def pack_options(self) -> dict[str, Any]:
         """``mrope`` and the image processor's ``spatial_merge_size``, for each pack."""

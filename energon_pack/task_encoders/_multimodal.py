@@ -143,7 +143,11 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         self.default_fps = default_fps
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
-        self._init_light_media(light_media, image_processor)
+        augmented = any(
+            getattr(type(self), m) is not getattr(MultimodalPackingTaskEncoder, m)
+            for m in ("augment_image", "augment_video")
+        )
+        self._init_light_media(light_media, image_processor, augmented=augmented)
 
     def _optional_id(self, token: str | None) -> int | None:
         vocab = self.tokenizer.tokenizer.get_vocab()

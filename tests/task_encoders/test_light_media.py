@@ -154,8 +154,11 @@ class ResizingCaptions(CaptioningPackingTaskEncoder):
 def test_restore_sample_and_resume_exact_with_random_augmentation(
     captioning_dataset, tokenizer_dir, image_processor
 ) -> None:
-    enc = caption_encoder(tokenizer_dir, image_processor, AugmentingCaptions, overlong="drop")
-    assert enc.light_media
+    # An augment_image override may change sizes: light only when asked for.
+    assert not caption_encoder(tokenizer_dir, image_processor, AugmentingCaptions).light_media
+    enc = caption_encoder(
+        tokenizer_dir, image_processor, AugmentingCaptions, light_media=True, overlong="drop"
+    )
 
     def loader() -> Any:
         return make_loader(captioning_dataset.path, enc, packing_buffer_size=8)
@@ -218,7 +221,7 @@ def test_two_workers_resume_and_restore_sample_exact(
 
 
 def test_size_changing_augmentation_is_a_clear_error(tokenizer_dir, image_processor) -> None:
-    enc = caption_encoder(tokenizer_dir, image_processor, ResizingCaptions)
+    enc = caption_encoder(tokenizer_dir, image_processor, ResizingCaptions, light_media=True)
     sample = CaptioningSample(
         __key__="k", __restore_key__=(), image=random_png_bytes(40, 30), caption="a seed"
     )

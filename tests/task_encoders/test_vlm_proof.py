@@ -85,7 +85,13 @@ def test_packed_equals_each_document_alone(family: str, vlm_tokenizer_dir, vlm_t
     tokens = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
     ids = {n: vlm_tokenizer.convert_tokens_to_ids(t) for n, t in zip(names, tokens)}
     # Qwen3-VL videos interleave timestamps per frame (not built by this encoder): images only.
-    docs = [d for s in samples(size, family != "qwen3_vl") for d in enc.encode_sample(s)]
+    # materialize: the media of light documents (planned in encode_sample) decoded, as energon's
+    # post-encoder does for packed members
+    docs = [
+        enc.materialize(d)
+        for s in samples(size, family != "qwen3_vl")
+        for d in enc.encode_sample(s)
+    ]
     pack = pack_documents(docs, **enc.pack_options())
     batch = collate_packs([pack], pad_to=pack.length + 7)  # tail padding too
     model = tiny_vlm(family, len(vlm_tokenizer), ids)

@@ -20,7 +20,7 @@ of 16 and 8 pixel rows) sliced to ``[6, 11)`` is ``6 7 [8 9] 10`` with span ``[2
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from megatron.energon import Sample, edataclass
@@ -31,6 +31,10 @@ __all__ = ["EncodedCaptioningSample", "EncodedSample"]
 @edataclass
 class EncodedSample(Sample):
     """One tokenized document."""
+
+    #: False for a planned document whose media are not decoded yet (a light media buffer's):
+    #: packing one is an error until the encoder's ``materialize`` has run on it.
+    ready_to_pack: ClassVar[bool] = True
 
     #: (n,) int64 token ids of the document (BOS/EOS included).
     tokens: torch.Tensor

@@ -16,7 +16,7 @@ for the members of a selected pack only. A 1 MP JPEG document holds ~200 KB of b
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from megatron.energon import edataclass
 
@@ -37,6 +37,8 @@ __all__ = [
 class LightCaptioningDocument(EncodedCaptioningSample):
     """A captioning document planned from its image header; ``pixel_values`` is a row map."""
 
+    ready_to_pack: ClassVar[bool] = False
+
     #: The sample's images as given (encoded bytes, PIL images or tensors), not decoded.
     images: list[Any]
 
@@ -44,6 +46,8 @@ class LightCaptioningDocument(EncodedCaptioningSample):
 @edataclass
 class LightMultimodalDocument(EncodedMultimodalSample):
     """A multimodal document planned from its media headers; pixel fields are row maps."""
+
+    ready_to_pack: ClassVar[bool] = False
 
     #: The sample's images as given, not decoded.
     images: list[Any]

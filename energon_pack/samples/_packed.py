@@ -231,6 +231,12 @@ def _check_documents(cls: type[PackedTextSample], samples: Sequence[EncodedSampl
     PACK_TYPES.check(cls, samples, cls.document_type)
     lengths = []
     for s in samples:
+        if not s.ready_to_pack:
+            raise ValueError(
+                f"sample {s.__key__!r} is a {type(s).__name__}: its media are planned, not "
+                "decoded; call the encoder's materialize(doc) first (energon does this in "
+                "postencode for the members of each pack)"
+            )
         shape = s.tokens.shape
         if len(shape) != 1 or shape[0] == 0 or s.loss_mask.shape != shape:
             raise ValueError(

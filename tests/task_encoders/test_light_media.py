@@ -16,7 +16,7 @@ from PIL import Image
 
 from energon_pack.algorithms import CarryOver
 from energon_pack.encoding import MediaPlanner, header_size, kept_items, row_map
-from energon_pack.samples import LightCaptioningDocument, LightMultimodalDocument
+from energon_pack.samples import LightCaptioningDocument, LightMultimodalDocument, pack_documents
 from energon_pack.task_encoders import (
     CaptioningPackingTaskEncoder,
     ConversationPackingTaskEncoder,
@@ -253,3 +253,16 @@ def test_a_header_without_a_size_is_decoded_in_the_buffer_and_counted(
     with pytest.raises(ValueError, match="'b': the image bytes cannot be decoded"):
         list(enc.encode_sample(bad))
     assert enc.light_fallbacks == 1
+
+
+def test_packing_a_planned_document_by_hand_is_an_error(tokenizer_dir, image_processor) -> None:
+    """A light document's pixel fields are a row map: packing it unmaterialized would train on
+    indices as pixels, so the pack type refuses it and names the fix."""
+    sample = CaptioningSample(
+        __key__="p", __restore_key__=(), image=jpeg_bytes(30, 90), caption="a seed"
+    )
+    light = caption_encoder(tokenizer_dir, image_processor)
+    (planned,) = list(light.encode_sample(sample))
+    with pytest.raises(ValueError, match=r"'p' is a LightCaptioningDocument.*materialize"):
+        pack_documents([planned])
+    assert pack_documents([light.materialize(planned)]).pixel_values.dtype == torch.float32

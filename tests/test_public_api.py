@@ -42,6 +42,17 @@ def test_unknown_name_is_an_attribute_error() -> None:
         raise AssertionError("energon_pack.not_a_name resolved")
 
 
+def test_each_public_name_has_one_home_among_the_layer_packages() -> None:
+    homes: dict[str, list[str]] = {}
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        layer = init.parent.name
+        if layer in ("testing", "cli"):
+            continue  # testing re-exports writers for tests; cli exports only `main`
+        for name in importlib.import_module(f"energon_pack.{layer}").__all__:
+            homes.setdefault(name, []).append(layer)
+    assert {n: h for n, h in homes.items() if len(h) > 1} == {}
+
+
 def test_top_level_all_is_the_eager_names_plus_the_lazy_table() -> None:
     eager = {n for n in energon_pack.__all__ if n not in energon_pack._LAZY}
     assert eager <= set(vars(energon_pack))

@@ -32,7 +32,6 @@ from energon_pack.encoding._media import (
     to_pil_image,
 )
 from energon_pack.encoding._overlong import (
-    OverlongSampleError,
     apply_overlong_policy,
     slice_document,
 )
@@ -67,7 +66,6 @@ __all__ = [
     "masked_document",
     "MediaPlanner",
     "MediaProcessor",
-    "OverlongSampleError",
     "PackingStats",
     "ProcessedMedia",
     "resolve_light_media",

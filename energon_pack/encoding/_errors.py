@@ -10,7 +10,7 @@ reason in ``skipped_samples``), then calls the user's handler as before. The pac
 encoders install it while energon builds their datasets (:func:`counting_skips`), so every
 stage's handler is the counter, in every worker.
 
-The same handler turns an :class:`~energon_pack.encoding.OverlongSampleError` under
+The same handler turns an :class:`~energon_pack.algorithms.OverlongSampleError` under
 ``overlong="error"`` into :class:`FatalOverlongSampleError`, one of energon's fatal errors
 (``FatalSampleError``, never swallowed): the run stops at the first over-long sample with the
 sample's key, length, the pack size and the other policies in one line, at any number of
@@ -41,7 +41,7 @@ MAX_REASON = 300
 class FatalOverlongSampleError(FatalSampleError, OverlongSampleError):
     """A sample is longer than the pack under ``overlong="error"``: the loader stops.
 
-    Both an :class:`~energon_pack.encoding.OverlongSampleError` and energon's
+    Both an :class:`~energon_pack.algorithms.OverlongSampleError` and energon's
     ``FatalSampleError`` (which its error handler never swallows).
     """
 

@@ -39,11 +39,11 @@ from __future__ import annotations
 
 import torch
 
-from energon_pack.algorithms import OverlongPolicy, OverlongSampleError, cut_overlong
+from energon_pack.algorithms import OverlongPolicy, cut_overlong
 from energon_pack.encoding._stats import PackingStats
 from energon_pack.samples import EncodedSample
 
-__all__ = ["OverlongSampleError", "apply_overlong_policy", "slice_document"]
+__all__ = ["apply_overlong_policy", "slice_document"]
 
 
 def slice_document(doc: EncodedSample, start: int, end: int, *, key: str) -> EncodedSample:

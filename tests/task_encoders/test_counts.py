@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from energon_pack.algorithms import OverlongSampleError
 from energon_pack.cli import main
-from energon_pack.encoding import FatalOverlongSampleError, OverlongSampleError
+from energon_pack.encoding import FatalOverlongSampleError
 from energon_pack.samples import PackingCounts
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder
 from energon_pack.testing import (

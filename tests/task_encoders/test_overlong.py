@@ -6,8 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from energon_pack.algorithms import OverlongPolicy, apply_overlong, cut_overlong
-from energon_pack.encoding import OverlongSampleError, PackingStats, apply_overlong_policy
+from energon_pack.algorithms import (
+    OverlongPolicy,
+    OverlongSampleError,
+    apply_overlong,
+    cut_overlong,
+)
+from energon_pack.encoding import PackingStats, apply_overlong_policy
 from energon_pack.samples import EncodedCaptioningSample, EncodedMultimodalSample, EncodedSample
 
 

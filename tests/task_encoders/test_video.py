@@ -12,8 +12,9 @@ import torch
 from conftest import png
 from PIL import Image
 
+from energon_pack.algorithms import OverlongSampleError
 from energon_pack.attention import mrope_position_ids
-from energon_pack.encoding import MediaProcessor, OverlongSampleError
+from energon_pack.encoding import MediaProcessor
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, ConversationSample
 
 

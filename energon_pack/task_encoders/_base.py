@@ -21,6 +21,9 @@ Worked example, ``pack_size=8``, buffer of documents ``a:5 b:3 c:6 d:2`` and the
 both 8/8 full. Use it with energon::
 
     get_train_dataset(path, task_encoder=MyEncoder(pack_size=4096), packing_buffer_size=256, ...)
+
+The module is over 300 lines because it holds energon's whole packing hook set in one class
+(encode, select, pack, batch, post-encode, build_batch) beside the config that drives it.
 """
 
 from __future__ import annotations

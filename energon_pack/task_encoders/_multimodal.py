@@ -32,6 +32,10 @@ the media headers (:class:`~energon_pack.encoding.MediaPlanner`) and buffered as
 and processes the media of selected packs' members only. Videos are planned when frames go
 through the image processor (no ``video_processor``); otherwise that sample is decoded in the
 buffer (counted in ``light_fallbacks``).
+
+The module is over 300 lines because conversation rendering (chat template, assistant-turn
+masks), media placeholders and light-buffer materialization are one engine the VQA and
+conversation encoders share.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ tiny model builder. Needs the training stack (torch, energon, transformers).
 
 from energon_pack.tools._analysis import (
     BUFFER_CANDIDATES,
-    AnalysisResult,
     analyze_dataset,
     recommend_buffer_size,
 )
+from energon_pack.tools._analysis_result import AnalysisResult
 from energon_pack.tools._corpus import stdlib_documents, write_corpus
 from energon_pack.tools._datasets import (
     check_dataset,

@@ -23,7 +23,7 @@ alone: 4 packs, fill 1000 / 2048 = 48.8%.
 
 ``analyze_dataset`` runs its phases as functions: ``_measure`` (the loader) ->
 ``_replay_and_sweep`` (``simulate``: the replay, then the buffer sweep) -> ``_report``. The
-module is over 300 lines because the result type and its text report live beside the analysis.
+result type and its text report live in :mod:`energon_pack.tools._analysis_result`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import math
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,19 +42,16 @@ from energon_pack.algorithms import CarryOver, PackingSpec, as_spec, simulate
 from energon_pack.encoding import PackingStats
 from energon_pack.samples import EncodedSample
 from energon_pack.task_encoders import LLMPackingTaskEncoder
+from energon_pack.tools._analysis_result import FIRST_PACKS, AnalysisResult
 
 __all__ = [
     "BUFFER_CANDIDATES",
-    "AnalysisResult",
-    "FIRST_PACKS",
     "analyze_dataset",
     "recommend_buffer_size",
 ]
 
 #: Buffer sizes tried by :func:`recommend_buffer_size`.
 BUFFER_CANDIDATES: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-#: Packs whose document lengths :class:`AnalysisResult` keeps (``first_packs``, for the plot).
-FIRST_PACKS = 24
 
 
 @contextlib.contextmanager
@@ -86,171 +83,6 @@ def _media_tokens(pack: Any) -> int | None:
         return None
     spans = spans.view(-1, 2)
     return int((spans[:, 1] - spans[:, 0]).sum())
-
-
-@dataclass(frozen=True, kw_only=True)
-class AnalysisResult:
-    """What the loader did to one epoch, and what the simulation predicts (``fill`` = real
-    tokens / pack slots)."""
-
-    dataset: str
-    pack_size: int
-    buffer_size: int
-    algorithm: str
-    overlong: str
-    carry_over: CarryOver | None  #: the carry-over policy (``None``: stock packing)
-    samples_in: int  #: non-empty documents read (before the over-long policy)
-    samples_out: int  #: documents in packs (after split / drop)
-    empty: int  #: samples that encoded to zero tokens (dropped)
-    packs: int
-    tokens: int  #: real tokens in packs
-    fill: float
-    documents_per_pack: float
-    truncated: int
-    split: int
-    dropped_overlong: int
-    #: samples energon's error handler skipped (a corrupt file, bad UTF-8, an encoder error)
-    skipped: int = 0
-    #: ``(key, reason)`` of the skipped samples (the most recent 1024)
-    skipped_samples: list[tuple[str, str]] = field(default_factory=list)
-    simulated_fill: float  #: ``simulate`` on the same lengths, same settings
-    bound_fill: float  #: fill of ceil(tokens / pack_size) packs: no buffer does better
-    target_fill: float
-    recommended_buffer_size: int | None  #: smallest candidate reaching ``target_fill``
-    buffer_sweep: dict[int, float]  #: candidate buffer size -> simulated fill
-    carry_over_fill: float | None  #: simulated fill with carry-over when it was off
-    #: smallest candidate buffer reaching ``target_fill`` with the default ``CarryOver()``
-    carry_over_buffer_size: int | None = None
-    lengths: list[int] = field(repr=False)
-    pack_fills: list[float] = field(repr=False)
-    #: document (piece) lengths of the first :data:`FIRST_PACKS` packs, as the loader emitted them
-    first_packs: list[list[int]] = field(default_factory=list, repr=False)
-    #: image + video tokens of each emitted pack (``None``: the documents carry no media)
-    pack_media_tokens: list[int] | None = field(default=None, repr=False)
-
-    @property
-    def media_tokens(self) -> int | None:
-        """Image and video placeholder tokens in packs (``None``: no media documents)."""
-        return None if self.pack_media_tokens is None else sum(self.pack_media_tokens)
-
-    @property
-    def text_tokens(self) -> int:
-        """Real tokens in packs that are not media placeholders."""
-        return self.tokens - (self.media_tokens or 0)
-
-    def media_figures(self) -> dict[str, Any] | None:
-        """Media and text tokens in total and per pack (mean, max), or ``None`` without media.
-
-        Packs of 10 + 6 real tokens holding 4 and 0 media tokens -> ``media_tokens`` 4,
-        ``text_tokens`` 12, per pack media mean 2.0 / max 4, text mean 6.0 / max 6.
-        """
-        per_pack = self.pack_media_tokens
-        if per_pack is None:
-            return None
-        text = [round(f * self.pack_size) - m for f, m in zip(self.pack_fills, per_pack)]
-        packs = max(len(per_pack), 1)
-        return {
-            "media_tokens": self.media_tokens,
-            "text_tokens": self.text_tokens,
-            "media_tokens_per_pack": {"mean": sum(per_pack) / packs, "max": max(per_pack or [0])},
-            "text_tokens_per_pack": {"mean": sum(text) / packs, "max": max(text or [0])},
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (without the per-document lengths and per-pack fills)."""
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        out.pop("lengths")
-        out.pop("pack_fills")
-        out.pop("first_packs")
-        out.pop("pack_media_tokens")
-        out["media"] = self.media_figures()
-        out["buffer_sweep"] = {str(k): v for k, v in self.buffer_sweep.items()}
-        out["skipped_samples"] = [{"key": k, "reason": r} for k, r in self.skipped_samples]
-        out["carry_over"] = dataclasses.asdict(self.carry_over) if self.carry_over else None
-        return out
-
-    def lines(self) -> list[str]:
-        """A human-readable report."""
-        rec = (
-            f"{self.recommended_buffer_size} (simulated fill "
-            f"{self.buffer_sweep[self.recommended_buffer_size]:.2%} >= {self.target_fill:.2%})"
-            if self.recommended_buffer_size is not None
-            else f"none of {list(self.buffer_sweep)} reaches {self.target_fill:.2%}"
-        )
-        rows = [
-            ("dataset", self.dataset),
-            (
-                "settings",
-                f"pack {self.pack_size}, buffer {self.buffer_size}, {self.algorithm}, "
-                f"overlong={self.overlong}, carry_over={'on' if self.carry_over else 'off'}",
-            ),
-            (
-                "fill",
-                f"{self.fill:.2%}   (simulate {self.simulated_fill:.2%}, "
-                f"bound {self.bound_fill:.2%})",
-            ),
-            ("packs", f"{self.packs}   ({self.tokens:,} tokens)"),
-            (
-                "documents",
-                f"{self.samples_in} in -> {self.samples_out} pieces in packs "
-                f"({self.empty} empty dropped)",
-            ),
-            ("pieces/pack", f"{self.documents_per_pack:.2f}"),
-            (
-                "over-long",
-                f"truncated {self.truncated}, split {self.split}, dropped {self.dropped_overlong}",
-            ),
-            ("lengths", _length_summary(self.lengths, self.pack_size)),
-        ]
-        media = self.media_figures()
-        if media is not None:
-            m, t = media["media_tokens_per_pack"], media["text_tokens_per_pack"]
-            rows.append(
-                (
-                    "media / text",
-                    f"{media['media_tokens']:,} media + {media['text_tokens']:,} text tokens; "
-                    f"per pack media {m['mean']:.1f} (max {m['max']}), "
-                    f"text {t['mean']:.1f} (max {t['max']})",
-                )
-            )
-        if self.skipped:
-            rows.append(("skipped", _skipped_summary(self.skipped, self.skipped_samples)))
-        if self.carry_over_fill is not None:
-            rows.append(
-                (
-                    "carry-over",
-                    f"{self.carry_over_fill:.2%} at buffer {self.buffer_size} with --carry-over "
-                    f"(simulated; {self.fill:.2%} without)",
-                )
-            )
-        rows.append(("recommended buffer", rec))
-        policy, best = CarryOver(), self.carry_over_buffer_size
-        reach = f"buffer {best}" if best else f"no candidate buffer reaches {self.target_fill:.2%}"
-        rows.append(
-            (
-                "or with carry-over",
-                f"{reach} with --carry-over (defaults: min_fill {policy.min_fill}, "
-                f"max_carry_packs {policy.max_carry_packs:g}, max_age {policy.max_age}: a "
-                f"document waits at most {policy.max_age + 1} buffers)",
-            )
-        )
-        return [f"{name:<19} {value}" for name, value in rows]
-
-
-def _skipped_summary(count: int, samples: Sequence[tuple[str, str]]) -> str:
-    """``2 samples failed and were skipped: 000003 (OSError: ...), 000007 (...)``."""
-    shown = ", ".join(f"{k} ({r})" for k, r in samples[:3])
-    more = f", ... ({count - 3} more in --json)" if count > 3 else ""
-    return f"{count} sample(s) failed to load or encode and were skipped: {shown}{more}"
-
-
-def _length_summary(lengths: Sequence[int], pack_size: int) -> str:
-    if not lengths:
-        return "-"
-    ordered = sorted(lengths)
-    median = ordered[len(ordered) // 2]
-    over = sum(n > pack_size for n in ordered)
-    return f"min {ordered[0]}, median {median}, max {ordered[-1]}, {over} longer than the pack"
 
 
 def recommend_buffer_size(

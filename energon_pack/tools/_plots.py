@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from energon_pack.algorithms import CarryOver
-from energon_pack.tools._analysis import BUFFER_CANDIDATES, AnalysisResult, recommend_buffer_size
+from energon_pack.tools._analysis import BUFFER_CANDIDATES, recommend_buffer_size
+from energon_pack.tools._analysis_result import AnalysisResult
 
 __all__ = ["buffer_fill_curves", "plot_analysis"]
 

@@ -141,6 +141,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         self._placeholder = {
             tag: f"{vision_start_token}{token}{vision_end_token}" if wrap else token
             for tag, token in ((self.image_tag, image_token), (self.video_tag, video_token))
+            if token is not None  # no video token: a <video> tag is an error (tag count check)
         }
         self.mrope = mrope
         self.tokens_per_second = tokens_per_second

@@ -159,3 +159,15 @@ def test_two_worker_epoch_over_a_vqa_and_conversation_blend_resume_and_restore(
     assert Counter(k for p in packs for k in member_keys(p)) == expected
     assert_resume_identical(loader, save_after=2)
     assert_restore_sample_reproduces(loader, packs[:4])
+
+
+def test_without_a_video_token_images_work_and_videos_are_refused(
+    vlm_tokenizer_dir, image_processor
+) -> None:
+    enc = encoder(vlm_tokenizer_dir, image_processor, video_token=None)
+    turns = [("user", "<image> is it"), ("assistant", "a seed")]
+    (doc,) = list(enc.encode_sample(conversation(turns, images=[png(28, 28, 1)])))
+    assert doc.image_spans.shape == (1, 2) and doc.video_spans.shape == (0, 2)
+    video = [("user", "<video> is it"), ("assistant", "a seed")]
+    with pytest.raises(ValueError, match="'c'"):
+        list(enc.encode_sample(conversation(video, videos=[[png(28, 28, 1)] * 2])))

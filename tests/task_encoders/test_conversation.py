@@ -164,7 +164,8 @@ def test_two_worker_epoch_over_a_vqa_and_conversation_blend_resume_and_restore(
 def test_without_a_video_token_images_work_and_videos_are_refused(
     vlm_tokenizer_dir, image_processor
 ) -> None:
-    enc = encoder(vlm_tokenizer_dir, image_processor, video_token=None)
+    # no vision start/end either: the placeholders are the bare tokens
+    enc = encoder(vlm_tokenizer_dir, image_processor, video_token=None, vision_start_token=None)
     turns = [("user", "<image> is it"), ("assistant", "a seed")]
     (doc,) = list(enc.encode_sample(conversation(turns, images=[png(28, 28, 1)])))
     assert doc.image_spans.shape == (1, 2) and doc.video_spans.shape == (0, 2)

@@ -142,9 +142,12 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         if not isinstance(doc, LightCaptioningDocument):
             return doc
         parts = [self._processed(doc.images[i], doc.__key__) for i in kept_items(doc.pixel_values)]
-        patch_dim = 3 * self.media_planner.temporal_patch_size * self.media_planner.patch_size**2
-        pixel_values = torch.cat([p for p, _ in parts]) if parts else torch.zeros(0, patch_dim)
-        grid = torch.cat([g for _, g in parts]) if parts else torch.zeros(0, 3, dtype=torch.int64)
+        if len(parts) == 1:  # the usual case: no copy of the ~24 MB of pixels of a 1 MP image
+            ((pixel_values, grid),) = parts
+        else:
+            empty = self.media.empty()
+            pixel_values = torch.cat([empty.pixel_values, *(p for p, _ in parts)])
+            grid = torch.cat([empty.grid_thw, *(g for _, g in parts)])
         check_planned(doc.image_grid_thw, grid, key=doc.__key__)
         return materialized(doc, pixel_values=pixel_values)
 

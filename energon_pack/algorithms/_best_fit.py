@@ -62,34 +62,43 @@ def sorted_groups(lengths: np.ndarray) -> tuple[list[int], list[int], list[int]]
 def best_fit_keys(
     order: list[int], values: list[int], capacity: int, max_samples_per_pack: int | None
 ) -> tuple[list[list[int]], list[int]]:
-    """Best fit over ``values`` (in ``order``) with a sorted list of ``(room, -stamp, bin)``.
+    """Best fit over ``values`` (in ``order``) with a sorted list of room keys.
 
-    ``bisect`` finds the tightest room ``>= x``; ``-stamp`` puts the most recently filled pack
-    first among equal rooms, the same tie rule as :func:`best_fit_groups`. Returns the bins and
-    each bin's room.
+    A key packs ``(room, -stamp, bin)`` into one int, ``room << 2w | (n - stamp) << w | bin``
+    (``w`` bits hold ``n``), so that ``bisect`` compares ints, not tuples. ``bisect`` finds the
+    tightest room ``>= x``; ``-stamp`` puts the most recently filled pack first among equal
+    rooms, the same tie rule as :func:`best_fit_groups`. Returns the bins and each bin's room.
+    Hot loop: kept whole.
     """
-    cap_count = max_samples_per_pack or len(order) or 1
-    keys: list[tuple[int, int, int]] = []
+    n = len(order)
+    cap_count = max_samples_per_pack or n or 1
+    bits = n.bit_length()
+    shift = 2 * bits
+    mask = (1 << bits) - 1
+    keys: list[int] = []
     bins: list[list[int]] = []
     rooms: list[int] = []
-    stamp = 0
+    insort = bisect.insort
+    find = bisect.bisect_left
+    stamp = n
     for idx, x in zip(order, values):
-        stamp += 1
-        k = bisect.bisect_left(keys, (x,))
+        stamp -= 1  # n - (1-based position): smaller for later packs, first among equal rooms
+        k = find(keys, x << shift)
         if k < len(keys):
-            room, _, b = keys.pop(k)
+            key = keys.pop(k)
+            b = key & mask
+            room = (key >> shift) - x
             members = bins[b]
             members.append(idx)
+            rooms[b] = room
         else:
             b = len(bins)
             members = [idx]
             bins.append(members)
-            rooms.append(capacity)
-            room = capacity
-        room -= x
-        rooms[b] = room
+            room = capacity - x
+            rooms.append(room)
         if room and len(members) < cap_count:
-            bisect.insort(keys, (room, -stamp, b))
+            insort(keys, (room << shift) | (stamp << bits) | b)
     return bins, rooms
 
 
@@ -217,6 +226,9 @@ def best_fit_decreasing_rooms(
     if n <= SMALL:
         vals = lengths.tolist()
         order = sorted(range(n), key=vals.__getitem__, reverse=True)  # stable
+        total = sum(vals)
+        if total <= capacity and (max_samples_per_pack or n) >= n:
+            return [order], [capacity - total]  # all in one pack: what best fit ends with
         return best_fit_keys(order, [vals[i] for i in order], capacity, max_samples_per_pack)
     order, values, starts = sorted_groups(lengths)
     return best_fit_groups(order, values, starts, capacity, max_samples_per_pack)

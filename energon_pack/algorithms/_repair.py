@@ -186,6 +186,15 @@ def repair_packs(
     return _repair_rounds(bins, rooms, lengths, capacity, max_samples_per_pack, effort)[0]
 
 
+def _halves_bound(values: list[int], capacity: int) -> int:
+    """Martello-Toth's ``L2`` at threshold 0 (a lower bound, ``<= L2``): each length above
+    ``C / 2`` needs its own pack, and the others fill those packs' rooms before new packs.
+    ``[6, 6, 6]``, ``C = 10``: 3. ``[6, 5, 5, 4]``, ``C = 10``: 1 + ceil((14 - 4) / 10) = 2."""
+    big = sum(1 for x in values if 2 * x > capacity)
+    rest = sum(values) - big * capacity  # the short lengths minus the big packs' rooms
+    return big + max(0, -(-rest // capacity))
+
+
 def _repair_rounds(
     bins: list[list[int]],
     rooms: list[int],
@@ -197,6 +206,8 @@ def _repair_rounds(
     slack = sum(rooms)  # packs - ceil(sum / C) == slack // C: no NumPy call on the early exit
     if slack < capacity or not effort.rounds:
         return bins, rooms
+    if len(bins) <= _halves_bound(lengths.tolist(), capacity):
+        return bins, rooms  # at L2 already (a cheap part of it), without NumPy calls
     bound = max(len(bins) - slack // capacity, martello_toth_l2(lengths, capacity))
     if len(bins) <= bound:
         return bins, rooms

@@ -35,6 +35,8 @@ from energon_pack.algorithms._step_order import check_step_packs
 __all__ = ["PackingSpec", "as_spec"]
 
 T_spec = TypeVar("T_spec", bound="PackingSpec")
+#: Lists up to this long are validated in Python (faster than NumPy reductions there).
+_LIST_FAST_PATH = 4096
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +124,10 @@ class PackingSpec:
         one above ``pack_size`` once aligned (over-long samples are the encoder's business:
         truncate, split or drop them there; the algorithms never cut a sample).
         """
+        if type(lengths) is list and len(lengths) <= _LIST_FAST_PATH:
+            fast = self._list_slot_lengths(lengths)
+            if fast is not None:
+                return fast
         arr = as_int_lengths(lengths)
         if arr.size == 0:
             return arr
@@ -141,6 +147,16 @@ class PackingSpec:
                 "policy), or raise the pack size."
             )
         return arr
+
+    def _list_slot_lengths(self, lengths: list) -> np.ndarray | None:
+        """:meth:`slot_lengths` of a short list of valid Python ints without NumPy reductions
+        (``select_samples_to_pack`` passes a list per buffer); ``None`` for anything else (the
+        array path then validates it and names the problem)."""
+        if not lengths or not all(type(x) is int for x in lengths):
+            return None
+        if min(lengths) <= 0 or self.slots(max(lengths)) > self.pack_size:
+            return None
+        return self.slots(np.array(lengths, dtype=np.int64))
 
 
 def as_spec(spec: T_spec | int | None = None, /, **fields: Any) -> PackingSpec:

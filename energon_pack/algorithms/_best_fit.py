@@ -62,43 +62,34 @@ def sorted_groups(lengths: np.ndarray) -> tuple[list[int], list[int], list[int]]
 def best_fit_keys(
     order: list[int], values: list[int], capacity: int, max_samples_per_pack: int | None
 ) -> tuple[list[list[int]], list[int]]:
-    """Best fit over ``values`` (in ``order``) with a sorted list of room keys.
+    """Best fit over ``values`` (in ``order``) with a sorted list of ``(room, -stamp, bin)``.
 
-    A key packs ``(room, -stamp, bin)`` into one int, ``room << 2w | (n - stamp) << w | bin``
-    (``w`` bits hold ``n``), so that ``bisect`` compares ints, not tuples. ``bisect`` finds the
-    tightest room ``>= x``; ``-stamp`` puts the most recently filled pack first among equal
-    rooms, the same tie rule as :func:`best_fit_groups`. Returns the bins and each bin's room.
-    Hot loop: kept whole.
+    ``bisect`` finds the tightest room ``>= x``; ``-stamp`` puts the most recently filled pack
+    first among equal rooms, the same tie rule as :func:`best_fit_groups`. Returns the bins and
+    each bin's room.
     """
-    n = len(order)
-    cap_count = max_samples_per_pack or n or 1
-    bits = n.bit_length()
-    shift = 2 * bits
-    mask = (1 << bits) - 1
-    keys: list[int] = []
+    cap_count = max_samples_per_pack or len(order) or 1
+    keys: list[tuple[int, int, int]] = []
     bins: list[list[int]] = []
     rooms: list[int] = []
-    insort = bisect.insort
-    find = bisect.bisect_left
-    stamp = n
+    stamp = 0
     for idx, x in zip(order, values):
-        stamp -= 1  # n - (1-based position): smaller for later packs, first among equal rooms
-        k = find(keys, x << shift)
+        stamp += 1
+        k = bisect.bisect_left(keys, (x,))
         if k < len(keys):
-            key = keys.pop(k)
-            b = key & mask
-            room = (key >> shift) - x
+            room, _, b = keys.pop(k)
             members = bins[b]
             members.append(idx)
-            rooms[b] = room
         else:
             b = len(bins)
             members = [idx]
             bins.append(members)
-            room = capacity - x
-            rooms.append(room)
+            rooms.append(capacity)
+            room = capacity
+        room -= x
+        rooms[b] = room
         if room and len(members) < cap_count:
-            insort(keys, (room << shift) | (stamp << bits) | b)
+            bisect.insort(keys, (room, -stamp, b))
     return bins, rooms
 
 

@@ -36,7 +36,7 @@ __all__ = ["PackingSpec", "as_spec"]
 
 T_spec = TypeVar("T_spec", bound="PackingSpec")
 #: Lists up to this long are validated in Python (faster than NumPy reductions there).
-_LIST_FAST_PATH = 4096
+_LIST_FAST_PATH = 64
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,8 +14,9 @@ image is ~5,000 patch rows, 24 MB of float32). Modes:
 Each configuration runs in a fresh subprocess with ``num_workers=0`` (the process is the
 worker) and ``repeat=True`` (training: the buffer stays full). Reported: peak RSS of that
 process (``ru_maxrss``) and its growth over the RSS before iterating, seconds to the first pack
-(filling the buffer), steady samples/s (documents packed after the first pack / time) and fill
-(real tokens / pack slots). A guard stops a run above ``--max-rss-gb`` (reported as such).
+(filling the buffer), steady samples/s (documents packed after the first pack / time), the
+process CPU time per packed document over the same window (less sensitive to other load than
+wall time) and fill (real tokens / pack slots). A guard stops a run above ``--max-rss-gb`` (reported as such).
 ``--megapixels 1`` makes every image 1 MP (the issue's bar; aspect ratios still vary).
 ``--repeats N`` runs each cell N times, alternating the modes (stock, light, stock, light) so
 that a drifting machine load hits both; the row keeps the best samples/s and first pack (the
@@ -112,6 +113,7 @@ def run_one(data: str, tokenizer: str, mode: str, buffer: int, docs: int, cap: f
     for pack in loader:
         if first is None:
             first = time.perf_counter()
+            cpu0, usage0 = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
             continue
         packed += len(pack.sample_keys)
         real += len(pack.tokens)
@@ -121,8 +123,9 @@ def run_one(data: str, tokenizer: str, mode: str, buffer: int, docs: int, cap: f
             break
         if packed >= docs:
             break
-    end = time.perf_counter()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KB -> GB
+    end, cpu = time.perf_counter(), time.process_time() - cpu0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    peak = usage.ru_maxrss / 1e6  # KB -> GB
     return {
         "mode": mode,
         "buffer": buffer,
@@ -130,6 +133,8 @@ def run_one(data: str, tokenizer: str, mode: str, buffer: int, docs: int, cap: f
         "growth_gb": peak - base,
         "first_s": first - start,
         "docs_per_s": packed / (end - first),
+        "cpu_ms_per_doc": 1000 * cpu / packed,
+        "faults_per_doc": (usage.ru_minflt - usage0.ru_minflt) / packed,
         "fill": real / slots if slots else 0.0,
         "note": stopped,
     }
@@ -154,6 +159,7 @@ def best_of(runs: list[dict]) -> dict:
         "peak_gb": max(r["peak_gb"] for r in runs),
         "growth_gb": max(r["growth_gb"] for r in runs),
         "first_s": min(r["first_s"] for r in runs),
+        "cpu_ms_per_doc": min(r["cpu_ms_per_doc"] for r in runs),
         "all_docs_per_s": [round(r["docs_per_s"], 2) for r in runs],
     }
 
@@ -180,9 +186,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data, tok = build(Path(tmp), args.images, args.megapixels)
         print(
-            "| buffer | mode | peak RSS GB | growth GB | first pack s | docs/s | fill | runs docs/s |"
+            "| buffer | mode | peak RSS GB | growth GB | first pack s | docs/s | CPU ms/doc | fill "
+            "| runs docs/s |"
         )
-        print("|---:|---|---:|---:|---:|---:|---:|---|")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
         for buffer in args.buffers:
             runs: dict[str, list[dict]] = {mode: [] for mode in args.modes}
             errors: dict[str, str] = {}
@@ -200,7 +207,8 @@ def main() -> None:
                 r = best_of(runs[mode])
                 print(
                     f"| {buffer} | {mode} | {r['peak_gb']:.2f} | {r['growth_gb']:.2f} | "
-                    f"{r['first_s']:.1f} | {r['docs_per_s']:.2f} | {r['fill']:.3f} | "
+                    f"{r['first_s']:.1f} | {r['docs_per_s']:.2f} | {r['cpu_ms_per_doc']:.1f} | "
+                    f"{r['fill']:.3f} | "
                     f"{' '.join(map(str, r['all_docs_per_s']))} {r['note']} |",
                     flush=True,
                 )

@@ -39,13 +39,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from megatron.energon.flavors.base_dataset import SavableDataset
-from megatron.energon.task_encoder.base import TaskEncoder, get_failure_tolerance, get_stateless
+from megatron.energon.task_encoder.base import TaskEncoder
 from megatron.energon.worker import WorkerConfig
 from megatron.energon.wrappers.buffer import SavableSampleBuffer
 from megatron.energon.wrappers.packing_dataset import PackingDataset
 
 from energon_pack.algorithms import CarryOver, CarryOverPlan, plan_carry_over
 from energon_pack.encoding import warn_if_buffer_too_small
+from energon_pack.wrappers._postencode import packer_arguments
 
 __all__ = [
     "VERIFIED_ENERGON_VERSIONS",
@@ -272,23 +273,14 @@ def build_packing_dataset(
             "does not support: do that per-sample work in pack_selected_samples, or set "
             "carry_over=None."
         )
-    tolerance = task_encoder.__default_failure_tolerance__
     return CarryOverPackingDataset(
         dataset,
         buffer_size=packing_buffer_size,
-        pre_packer=task_encoder.select_samples_to_pack,
-        final_packer=task_encoder.pack_selected_samples,
-        final_packer_stateless=get_stateless(task_encoder.pack_selected_samples),
         sample_length=sample_length,
         pack_size=pack_size,
         carry_over=carry_over,
         planner=planner,
         worker_config=worker_config,
-        pre_packer_failure_tolerance=get_failure_tolerance(
-            task_encoder.select_samples_to_pack, tolerance
-        ),
-        final_packer_failure_tolerance=get_failure_tolerance(
-            task_encoder.pack_selected_samples, tolerance
-        ),
         sample_encoder_failure_tolerance=0,
+        **packer_arguments(task_encoder),
     )

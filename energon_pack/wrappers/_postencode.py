@@ -72,6 +72,21 @@ class PostencodePackingDataset(PackingDataset):
         raise AssertionError(f"pack sub-index {pack_sub_idx} not found in the pack")
 
 
+def packer_arguments(task_encoder: TaskEncoder[Any, Any, Any, Any]) -> dict[str, Any]:
+    """The ``PackingDataset`` arguments energon derives from a task encoder's packing hooks:
+    ``pre_packer`` / ``final_packer``, the final packer's statelessness and both failure
+    tolerances (the hook's own, else the encoder's default)."""
+    tolerance = task_encoder.__default_failure_tolerance__
+    select, pack = task_encoder.select_samples_to_pack, task_encoder.pack_selected_samples
+    return {
+        "pre_packer": select,
+        "final_packer": pack,
+        "final_packer_stateless": get_stateless(pack),
+        "pre_packer_failure_tolerance": get_failure_tolerance(select, tolerance),
+        "final_packer_failure_tolerance": get_failure_tolerance(pack, tolerance),
+    }
+
+
 def build_postencode_packing_dataset(
     task_encoder: TaskEncoder[Any, Any, Any, Any],
     dataset: SavableDataset[Any],
@@ -85,21 +100,14 @@ def build_postencode_packing_dataset(
     ``sample_encoder`` (a stateless method of ``task_encoder``) runs on each member of a selected
     pack. Call it from ``build_batch`` and pass ``packing_buffer_size=None`` to energon's.
     """
-    tolerance = task_encoder.__default_failure_tolerance__
     return PostencodePackingDataset(
         dataset,
         buffer_size=packing_buffer_size,
-        pre_packer=task_encoder.select_samples_to_pack,
-        final_packer=task_encoder.pack_selected_samples,
-        final_packer_stateless=get_stateless(task_encoder.pack_selected_samples),
         sample_encoder=sample_encoder,
         sample_encoder_stateless=get_stateless(sample_encoder),
         worker_config=worker_config,
-        pre_packer_failure_tolerance=get_failure_tolerance(
-            task_encoder.select_samples_to_pack, tolerance
+        sample_encoder_failure_tolerance=get_failure_tolerance(
+            sample_encoder, task_encoder.__default_failure_tolerance__
         ),
-        final_packer_failure_tolerance=get_failure_tolerance(
-            task_encoder.pack_selected_samples, tolerance
-        ),
-        sample_encoder_failure_tolerance=get_failure_tolerance(sample_encoder, tolerance),
+        **packer_arguments(task_encoder),
     )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from energon_pack.algorithms import (
     ALGORITHMS,
     CarryOver,
+    MediaLoad,
     OverlongPolicy,
     OverlongSampleError,
     PackingSpec,
@@ -73,6 +74,7 @@ __all__ = [
     "check_model",
     "EncodedSample",
     "LLMPackingTaskEncoder",
+    "MediaLoad",
     "OverlongPolicy",
     "OverlongSampleError",
     "pack_lengths",

@@ -26,6 +26,7 @@ from energon_pack.algorithms._bounds import lower_bound
 from energon_pack.algorithms._carry_over import CarryOver, CarryOverPlan, plan_carry_over
 from energon_pack.algorithms._first_fit import first_fit, first_fit_decreasing
 from energon_pack.algorithms._lengths import round_up
+from energon_pack.algorithms._media import MediaLoad, check_media_fits, enforce_media_budgets
 from energon_pack.algorithms._next_fit import next_fit
 from energon_pack.algorithms._overlong import (
     OverlongPolicy,
@@ -33,7 +34,7 @@ from energon_pack.algorithms._overlong import (
     apply_overlong,
     cut_overlong,
 )
-from energon_pack.algorithms._pack import pack_lengths
+from energon_pack.algorithms._pack import MEDIA_COST, pack_lengths
 from energon_pack.algorithms._registry import ALGORITHMS, DEFAULT_ALGORITHM, PackingAlgorithm
 from energon_pack.algorithms._repair import (
     best_fit_decreasing_repair,
@@ -50,6 +51,10 @@ __all__ = [
     "DEFAULT_ALGORITHM",
     "CarryOver",
     "CostModel",
+    "MEDIA_COST",
+    "MediaLoad",
+    "check_media_fits",
+    "enforce_media_budgets",
     "balance_packs",
     "balanced",
     "cost_spread",

@@ -48,10 +48,16 @@ The function is pure (lists and NumPy in, lists and NumPy out): energon's wrappe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from energon_pack.algorithms._media import MediaLoad, pack_fits
+
+if TYPE_CHECKING:
+    from energon_pack.algorithms._spec import PackingSpec
 
 __all__ = ["MAX_AGE_LIMIT", "CarryOver", "CarryOverPlan", "plan_carry_over"]
 
@@ -124,6 +130,8 @@ def plan_carry_over(
     config: CarryOver,
     *,
     final: bool = False,
+    spec: PackingSpec | None = None,
+    media: MediaLoad | None = None,
 ) -> CarryOverPlan:
     """Decide which ``groups`` are emitted and which samples are carried (see module doc).
 
@@ -135,6 +143,10 @@ def plan_carry_over(
         groups: The algorithm's bins over the pool (every index exactly once).
         config: The policy.
         final: End of data: emit everything.
+        spec: The per-pack limits besides ``capacity`` that a swap of ageing samples must
+            keep (``max_samples_per_pack`` and, with ``media``, the media budgets); ``None``:
+            tokens only.
+        media: Media load of each pool sample (for the spec's media budgets).
 
     ``plan_carry_over([9, 1, 5], [0, 0, 0], 10, [[0, 1], [2]], CarryOver(min_fill=0.9))``
     emits ``[[0, 1]]`` and carries sample 2 (fill 0.5) with age 1.
@@ -149,7 +161,8 @@ def plan_carry_over(
     tokens = [int(lens[g].sum()) for g in groups]
     budget = config.budget_tokens(capacity)
     carried = _groups_to_carry(tokens, config.min_fill * capacity, budget)
-    groups = _place_expiring(lens, age_arr, groups, carried, capacity, config)
+    fits = None if spec is None else (lambda members: pack_fits(members, media, spec))
+    groups = _place_expiring(lens, age_arr, groups, carried, capacity, config, fits)
     carried = {gi for gi in carried if max(age_arr[groups[gi]], default=0) < config.max_age}
     emit = [g for i, g in enumerate(groups) if i not in carried and g]
     carry = sorted(j for i in carried for j in groups[i])
@@ -180,10 +193,13 @@ def _place_expiring(
     carried: set[int],
     capacity: int,
     config: CarryOver,
+    fits: Callable[[list[int]], bool] | None = None,
 ) -> list[list[int]]:
     """``groups`` with each ageing carried sample (age at least ``max_age // 4``) moved into an
     emitted group, in exchange for younger samples of about its length, where that keeps the
-    emitted group at least as full as ``min(its fill, min_fill)`` (and within ``capacity``).
+    emitted group at least as full as ``min(its fill, min_fill)`` (and within ``capacity``),
+    and within ``fits`` (the spec's sample cap and media budgets), if given, like the carried
+    group when it is emitted after all (it still holds a sample of ``max_age``).
 
     Without this, a packer that fills emitted groups exactly leaves some carried sample out
     call after call until it reaches ``max_age`` and forces its whole partial pack out. Capacity
@@ -213,8 +229,13 @@ def _place_expiring(
                     taken.append(k)
                     total += int(lens[k])
             if lo <= total <= hi:
-                out[ei] = [k for k in out[ei] if k not in taken] + [j]
-                out[gi] = [k for k in out[gi] if k != j] + taken
+                new_e = [k for k in out[ei] if k not in taken] + [j]
+                new_g = [k for k in out[gi] if k != j] + taken
+                # the carried group is emitted, hence must fit, if it still holds an expired one
+                emitted_g = max((int(ages[k]) for k in new_g), default=0) >= config.max_age
+                if fits is not None and not (fits(new_e) and (not emitted_g or fits(new_g))):
+                    continue
+                out[ei], out[gi] = new_e, new_g
                 tokens[ei] += a - total
                 tokens[gi] += total - a
                 break

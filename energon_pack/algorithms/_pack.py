@@ -3,12 +3,16 @@
 
 It aligns and validates the lengths with the spec, runs the spec's algorithm from
 :data:`~energon_pack.algorithms.ALGORITHMS`, then optionally evens out the packs' costs
-(``balance``) and orders them per optimizer step (``spec.step_packs``)::
+(``balance``), keeps every pack within the media budgets (``media``) and orders the packs per
+optimizer step (``spec.step_packs``)::
 
     >>> pack_lengths([5, 4, 6, 3, 2], PackingSpec(pack_size=10))
     [[2, 1], [0, 3, 4]]
     >>> pack_lengths([5, 8, 1], 16, algorithm="next_fit", alignment=4)  # slots 8, 8, 4
     [[0, 1], [2]]
+    >>> media = MediaLoad.of([(3, 1), (0, 0), (0, 0), (3, 1), (0, 0)])  # two 3-token images
+    >>> pack_lengths([5, 4, 6, 3, 2], 10, media=media, max_media_per_pack=1)  # one per pack
+    [[2, 1], [3, 4], [0]]
 """
 
 from __future__ import annotations
@@ -18,18 +22,32 @@ from typing import Any
 
 import numpy as np
 
-from energon_pack.algorithms._balance import CostModel, balance_packs
+from energon_pack.algorithms._balance import CostModel, balance_packs, balanced
+from energon_pack.algorithms._media import (
+    MediaLoad,
+    check_media_fits,
+    enforce_media_budgets,
+    has_media_budgets,
+)
 from energon_pack.algorithms._registry import ALGORITHMS
+from energon_pack.algorithms._repair import best_fit_decreasing_repair
 from energon_pack.algorithms._spec import PackingSpec, as_spec
 from energon_pack.algorithms._step_order import step_order
 
-__all__ = ["pack_lengths"]
+__all__ = ["MEDIA_COST", "pack_lengths"]
+
+#: The cost model of packs with media (``balanced``, and ``step_packs`` without ``balance``):
+#: ``CostModel()`` plus ``image=0.4`` per media token, the vision tower's forward FLOPs per
+#: merged token over the language model's linear FLOPs per token for Qwen2-VL-7B (ViT 32 x
+#: 1280 wide, 4 patches per merged token: ~5 GFLOPs; Qwen2-7B: ~13 GFLOPs per token).
+MEDIA_COST = CostModel(image=0.4)
 
 
 def pack_lengths(
     lengths: Sequence[int] | np.ndarray,
     spec: PackingSpec | int,
     *,
+    media: MediaLoad | None = None,
     balance: CostModel | None = None,
     **spec_fields: Any,
 ) -> list[list[int]]:
@@ -40,29 +58,66 @@ def pack_lengths(
             rounded up to ``spec.alignment``).
         spec: The :class:`PackingSpec`; or the pack size, with the other spec fields as
             keywords (``pack_lengths(lengths, 4096, algorithm="next_fit")``).
+        media: Media load of each sample (:class:`~energon_pack.algorithms.MediaLoad`). Needed
+            by the media budgets (enforced after the algorithm and ``balance``:
+            :func:`~energon_pack.algorithms.enforce_media_budgets`); with it, ``balanced`` and
+            the ``step_packs`` order count media tokens (:data:`MEDIA_COST`).
         balance: If given, even out the packs' estimated costs under this cost model after the
             algorithm ran (:func:`~energon_pack.algorithms.balance_packs`: same packs count,
-            same fill). ``algorithm="balanced"`` is the default algorithm with ``CostModel()``.
+            same fill). ``algorithm="balanced"`` is the default algorithm with ``CostModel()``
+            (``MEDIA_COST`` with ``media``).
         spec_fields: :class:`PackingSpec` fields replacing the spec's.
 
     Returns:
-        Bins of indices into ``lengths``: every index exactly once, deterministic. With
-        ``spec.step_packs``, ordered so that any ``step_packs`` consecutive ones cost about the
-        same under ``balance`` (else ``CostModel()``; :func:`~energon_pack.algorithms.step_order`).
+        Bins of indices into ``lengths``: every index exactly once, deterministic, no pack over
+        a budget. With ``spec.step_packs``, ordered so that any ``step_packs`` consecutive ones
+        cost about the same under ``balance`` (else ``CostModel()``, ``MEDIA_COST`` with
+        ``media``; :func:`~energon_pack.algorithms.step_order`).
 
     Raises:
-        ValueError: a bad spec field, a length ``<= 0``, or a length above the pack size after
-            alignment (the message says what to do).
+        ValueError: a bad spec field, a length ``<= 0``, a length above the pack size after
+            alignment, media budgets without ``media``, or one sample over a media budget
+            (the message says what to do).
     """
     spec = as_spec(spec, **spec_fields)
     arr = spec.slot_lengths(lengths)
+    _check_media(arr, media, spec)
     if arr.size == 0:
         return []
     cap, per_pack = spec.pack_size, spec.max_samples_per_pack
-    bins = ALGORITHMS[spec.algorithm](arr, cap, per_pack)
+    algorithm = ALGORITHMS[spec.algorithm]
+    if media is not None and algorithm is balanced and balance is None:
+        # balanced = the default algorithm + balance_packs(CostModel()); with media, the
+        # balance counts the media tokens (one balance pass, not two).
+        algorithm, balance = best_fit_decreasing_repair, MEDIA_COST
+    bins = algorithm(arr, cap, per_pack)
+    image_tokens = None if media is None else media.tokens
     if balance is not None:
-        bins = balance_packs(bins, arr, cap, cost=balance, max_samples_per_pack=per_pack)
+        bins = balance_packs(
+            bins, arr, cap, cost=balance, image_tokens=image_tokens, max_samples_per_pack=per_pack
+        )
+    if media is not None:
+        bins = enforce_media_budgets(bins, arr, media, spec)
     if spec.step_packs is not None:
-        costs = (balance or CostModel()).pack_costs(bins, arr)
+        model = balance or (CostModel() if media is None else MEDIA_COST)
+        costs = model.pack_costs(bins, arr, image_tokens)
         bins = [bins[i] for i in step_order(costs, spec.step_packs)]
     return bins
+
+
+def _check_media(arr: np.ndarray, media: MediaLoad | None, spec: PackingSpec) -> None:
+    """Raise ``ValueError`` unless ``media`` matches ``arr`` and fits the budgets one by one."""
+    if media is None:
+        if has_media_budgets(spec):
+            raise ValueError(
+                "the spec sets media budgets (max_media_tokens_per_pack / max_media_per_pack) "
+                "but no media loads were given: pass media=MediaLoad(...) (one per sample; "
+                "the task encoders pass EncodedSample.media_load), or unset the budgets."
+            )
+        return
+    if len(media) != arr.size:
+        raise ValueError(
+            f"media has {len(media)} entries but lengths has {arr.size}: give one media load "
+            "per sample (0, 0 for text)."
+        )
+    check_media_fits(media, spec)

@@ -35,6 +35,7 @@ import numpy as np
 
 from energon_pack.algorithms._carry_over import CarryOver, plan_carry_over
 from energon_pack.algorithms._lengths import as_int_lengths
+from energon_pack.algorithms._media import MediaLoad, media_over_budget
 from energon_pack.algorithms._overlong import OverlongCut, OverlongPolicy, cut_lengths
 from energon_pack.algorithms._pack import pack_lengths
 from energon_pack.algorithms._spec import PackingSpec, as_spec
@@ -70,6 +71,7 @@ class SimulationResult:
     max_age: int  #: most times one sample was carried
     max_wait_samples: int  #: most samples read between a sample's read and its emission
     max_carried_tokens: int  #: most pack slots held by carried samples after a select
+    dropped_over_budget: int = 0  #: samples whose media alone exceed a media budget (dropped)
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
@@ -102,9 +104,17 @@ class _BufferModel:
     """
 
     def __init__(
-        self, lengths: list[int], slots: list[int], spec: PackingSpec, buffer_size: int
+        self,
+        lengths: list[int],
+        slots: list[int],
+        spec: PackingSpec,
+        buffer_size: int,
+        media: MediaLoad | None = None,
     ) -> None:
         self.lengths, self.slots, self.spec, self.buffer_size = lengths, slots, spec, buffer_size
+        self.media = media  #: media load per sample id (None: text, no media budgets)
+        #: sample ids the encoder drops (media over a budget): never read into the buffer
+        self.dropped = _over_budget(media, spec)
         self.reading: list[int] = []  #: sample ids read since the last select
         self.carried: list[int] = []  #: sample ids carried (outside energon's buffer count)
         self.carried_ages: list[int] = []  #: times each carried sample was carried
@@ -119,6 +129,9 @@ class _BufferModel:
         while len(self.reading) + self.pending_samples < self.buffer_size:
             if self.next >= len(self.lengths):
                 return False
+            if self.next in self.dropped:
+                self.next += 1
+                continue
             self.reading.append(self.next)
             self.next += 1
         return True
@@ -127,13 +140,21 @@ class _BufferModel:
         """Step 2: pack the carried and read samples, queue the groups, keep the carried ones."""
         pool, spec, tally = self.carried + self.reading, self.spec, self.tally
         pool_slots = [self.slots[s] for s in pool]
+        media = None if self.media is None else self.media.take(pool)
         t0 = time.perf_counter()
-        bins = pack_lengths(pool_slots, spec)
+        bins = pack_lengths(pool_slots, spec, media=media)
         emit, carry, carry_ages = bins, [], []
         if spec.carry_over is not None:
             ages = self.carried_ages + [0] * len(self.reading)
             plan = plan_carry_over(
-                pool_slots, ages, spec.pack_size, bins, spec.carry_over, final=final
+                pool_slots,
+                ages,
+                spec.pack_size,
+                bins,
+                spec.carry_over,
+                final=final,
+                spec=spec,
+                media=media,
             )
             emit, carry, carry_ages = plan.emit, plan.carry, plan.carry_ages.tolist()
         tally.select_seconds += time.perf_counter() - t0
@@ -214,19 +235,54 @@ def _overlong_counts(cuts: list[OverlongCut], policy: OverlongPolicy) -> dict[st
     }
 
 
+def _over_budget(media: MediaLoad | None, spec: PackingSpec) -> set[int]:
+    """Sample ids whose media alone exceed a budget (the encoders drop and count them)."""
+    if media is None:
+        return set()
+    return {
+        i
+        for i, (t, m) in enumerate(zip(media.tokens.tolist(), media.items.tolist()))
+        if media_over_budget(t, m, spec) is not None
+    }
+
+
+def _media_of(raw: np.ndarray, media: MediaLoad | None, spec: PackingSpec) -> MediaLoad | None:
+    """``media`` checked against the documents (no over-long cut: media cuts need spans)."""
+    if media is None:
+        return None
+    longest = int(raw.max()) if raw.size else 0
+    if len(media) != raw.size or longest > spec.pack_size:
+        raise ValueError(
+            f"media has {len(media)} entries for {raw.size} samples (longest {longest} tokens): "
+            f"with media, give one load per document as the encoder produces it, after the "
+            f"over-long policy (each at most pack_size={spec.pack_size}; where the encoder "
+            "cuts a document depends on its media spans)."
+        )
+    return media
+
+
 def simulate_packs(
-    lengths: Sequence[int] | np.ndarray, spec: PackingSpec | int, buffer_size: int, **fields: Any
+    lengths: Sequence[int] | np.ndarray,
+    spec: PackingSpec | int,
+    buffer_size: int,
+    *,
+    media: MediaLoad | None = None,
+    **fields: Any,
 ) -> list[list[int]]:
     """The packs :func:`simulate` emits, as lists of sample indices in emission order (indices
     after the spec's over-long policy, which may split or drop samples; the loader's packs
-    when it reads the samples in this order).
+    when it reads the samples in this order). ``media``: as in :func:`simulate`.
 
     ``simulate_packs([3, 3, 3, 3, 3], 6, 4, algorithm="first_fit")`` ->
     ``[[0, 1], [2, 3], [4]]``.
     """
     spec = as_spec(spec, **fields)
-    lens, _ = cut_lengths(as_int_lengths(lengths), spec.pack_size, spec.overlong)
-    model = _BufferModel(lens.tolist(), spec.slot_lengths(lens).tolist(), spec, buffer_size)
+    raw = as_int_lengths(lengths)
+    lens, _ = cut_lengths(raw, spec.pack_size, spec.overlong)
+    load = _media_of(raw, media, spec)
+    model = _BufferModel(
+        lens.tolist(), spec.slot_lengths(lens).tolist(), spec, buffer_size, media=load
+    )
     model.run()
     return model.packs
 
@@ -235,6 +291,8 @@ def simulate(
     lengths: Sequence[int] | np.ndarray,
     spec: PackingSpec | int,
     buffer_size: int,
+    *,
+    media: MediaLoad | None = None,
     **spec_fields: Any,
 ) -> SimulationResult:
     """Simulate energon's packing buffer over ``lengths`` (see the module docstring).
@@ -243,6 +301,10 @@ def simulate(
         lengths: Token length of each sample, in reading order (before the over-long policy).
         spec: The :class:`PackingSpec`; or the pack size with the other fields as keywords.
         buffer_size: energon's ``packing_buffer_size``.
+        media: Media load of each sample (needed by the spec's media budgets; with it, the
+            packs are those the encoders make from ``EncodedSample.media_load``). The lengths
+            must then be documents as encoded (none over the pack size); a sample whose media
+            alone exceed a budget is dropped, as the encoders do (``dropped_over_budget``).
         spec_fields: :class:`PackingSpec` fields replacing the spec's.
     """
     spec = as_spec(spec, **spec_fields)
@@ -254,8 +316,13 @@ def simulate(
         raise ValueError(f"length #{i} is {int(raw[i])}: lengths must be positive token counts.")
     lens, cuts = cut_lengths(raw, spec.pack_size, spec.overlong)
     slots = spec.slot_lengths(lens)
-    tally = _BufferModel(lens.tolist(), slots.tolist(), spec, buffer_size).run()
-    total, size, packs = int(lens.sum()), spec.pack_size, tally.packs
+    model = _BufferModel(
+        lens.tolist(), slots.tolist(), spec, buffer_size, _media_of(raw, media, spec)
+    )
+    tally = model.run()
+    dropped = sorted(model.dropped)
+    size, packs = spec.pack_size, tally.packs
+    total = int(lens.sum()) - int(lens[dropped].sum())
     return SimulationResult(
         pack_size=size,
         buffer_size=buffer_size,
@@ -263,7 +330,7 @@ def simulate(
         overlong=spec.overlong.value,
         carry_over=spec.carry_over,
         samples_in=int(raw.size),
-        samples_packed=int(lens.size),
+        samples_packed=int(lens.size) - len(dropped),
         samples_out=tally.samples_out,
         **_overlong_counts(cuts, spec.overlong),
         packs=packs,
@@ -278,5 +345,6 @@ def simulate(
         max_age=tally.max_age,
         max_wait_samples=tally.max_wait,
         max_carried_tokens=tally.max_carried_slots,
+        dropped_over_budget=len(dropped),
         warnings=_small_buffer_warnings(slots, size, buffer_size),
     )

@@ -71,6 +71,11 @@ class PackingSpec:
     #: accumulation steps): each buffer's packs are ordered so that any step_packs in a row cost
     #: about the same (same packs, same fill). Unset: the algorithm's order.
     step_packs: int | None = None
+    #: At most this many media placeholder tokens (images + videos) in one pack: the vision
+    #: tower's memory (unset: no budget). A document over it alone is dropped and counted.
+    max_media_tokens_per_pack: int | None = None
+    #: At most this many images plus videos in one pack (unset: no budget).
+    max_media_per_pack: int | None = None
 
     def __post_init__(self) -> None:
         size = self.pack_size
@@ -84,11 +89,14 @@ class PackingSpec:
                 f"algorithm={self.algorithm!r} is not registered; choose one of "
                 f"{sorted(ALGORITHMS)} (or register yours in energon_pack.algorithms.ALGORITHMS)."
             )
-        cap = self.max_samples_per_pack
-        if cap is not None and (not isinstance(cap, (int, np.integer)) or cap < 1):
-            raise ValueError(
-                f"max_samples_per_pack={cap!r} must be an int >= 1 (or None for no cap)."
-            )
+        for name in ("max_samples_per_pack", "max_media_tokens_per_pack", "max_media_per_pack"):
+            cap = getattr(self, name)
+            if cap is not None and (
+                not isinstance(cap, (int, np.integer)) or isinstance(cap, bool) or cap < 1
+            ):
+                raise ValueError(f"{name}={cap!r} must be an int >= 1 (or None for no cap).")
+            if cap is not None:
+                object.__setattr__(self, name, int(cap))
         self._check_alignment()
         try:
             object.__setattr__(self, "overlong", OverlongPolicy(self.overlong))

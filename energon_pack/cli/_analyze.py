@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """``energon-pack analyze``: what packing will do to *your* dataset, through the real loader.
 
-Streams one epoch of an energon dataset through ``LLMPackingTaskEncoder`` (see
+Streams one epoch of an energon dataset through a packing task encoder (see
 :mod:`energon_pack.tools._analysis`) and prints fill, packs, documents per pack, over-long counts and
 the smallest buffer that reaches 99% fill::
 
@@ -12,9 +12,19 @@ the smallest buffer that reaches 99% fill::
     carry-over          97.83% at buffer 16 with --carry-over (simulated; 88.53% without)
     recommended buffer  256 (simulated fill 99.21% >= 99.00%)
 
+``--task`` picks the encoder (text, sft, captioning, vqa, conversation; see
+:mod:`energon_pack.cli._tasks`). The media tasks take ``--processor DIR``, a local transformers
+processor directory, and report image and video placeholder tokens apart from text tokens::
+
+    $ energon-pack analyze data/ --task conversation --processor qwen2-vl/ --pack-size 4096 \\
+          --buffer-size 64
+    ...
+    media / text        14 media + 22 text tokens; per pack media 14.0 (max 14), text 22.0 ...
+
 ``--json`` prints one object (``fill``, ``packs``, ``tokens``, ``samples_in``, ``samples_out``,
-...); ``--plot FILE.png`` then writes three pictures (lengths, fill against buffer size, the
-first packs; matplotlib), and a failed plot is a warning after the report.
+..., ``media`` for the media tasks); ``--plot FILE.png`` then writes three pictures (lengths,
+fill against buffer size, the first packs; matplotlib), and a failed plot is a warning after the
+report.
 """
 
 from __future__ import annotations
@@ -31,15 +41,32 @@ import click
 from energon_pack.algorithms import PackingSpec
 from energon_pack.cli._errors import os_error
 from energon_pack.cli._options import buffer_size_option, spec_options
+from energon_pack.cli._tasks import TASKS, build_encoder, check_sample_type
 
 
 @click.command(name="analyze")
 @click.argument("dataset", type=click.Path(exists=True, path_type=Path))
 @click.option(
+    "--task",
+    type=click.Choice(list(TASKS)),
+    default="text",
+    show_default=True,
+    help="The encoder the dataset goes through: text (TextSample / JSONL text), sft (JSONL "
+    "prompt/response), captioning (CaptioningSample), vqa (VQASample), conversation "
+    "(make-dataset --task conversation).",
+)
+@click.option(
     "--tokenizer",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    required=True,
-    help="Local transformers tokenizer directory.",
+    default=None,
+    help="Local transformers tokenizer directory (media tasks: default the --processor one).",
+)
+@click.option(
+    "--processor",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="captioning/vqa/conversation: local transformers processor directory "
+    "(preprocessor_config.json); media tokens are reported apart from text tokens.",
 )
 @spec_options
 @buffer_size_option
@@ -53,28 +80,33 @@ from energon_pack.cli._options import buffer_size_option, spec_options
 )
 def command(
     dataset: Path,
-    tokenizer: Path,
+    task: str,
+    tokenizer: Path | None,
+    processor: Path | None,
     spec: PackingSpec,
     buffer_size: int,
     limit: int | None,
     as_json: bool,
     plot: Path | None,
 ) -> None:
-    """Pack one epoch of DATASET with the LLM encoder and report fill and a buffer size."""
+    """Pack one epoch of DATASET with the --task encoder and report fill and a buffer size."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from energon_pack.tools import analyze_dataset, check_dataset, plot_analysis
 
     try:
         check_dataset(dataset)
+        check_sample_type(dataset, task)
+        encoder, notes = build_encoder(task, spec, tokenizer=tokenizer, processor=processor)
+        for note in notes:
+            click.echo(note, err=True)
         # energon prints shard slices to stdout; keep stdout for the report (and --json).
         # energon asks torch for pinned memory; on a CPU-only machine torch warns about it.
         with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*pin_memory.*", category=UserWarning)
             result = analyze_dataset(
                 dataset,
-                str(tokenizer),
-                spec,
+                encoder=encoder,
                 buffer_size=buffer_size,
                 limit=limit,
                 progress=not as_json,
@@ -84,9 +116,11 @@ def command(
     except OSError as exc:  # e.g. a shard deleted or unreadable while reading
         raise os_error(exc, "read", dataset) from exc
     if result.packs == 0:
+        first = result.skipped_samples[:1]
+        why = f", e.g. {first[0][0]}: {first[0][1]}" if first else ""
         raise click.ClickException(
-            f"{dataset}: no packs came out (every sample empty or dropped); check the dataset "
-            "with `energon info` and the --overlong policy."
+            f"{dataset}: no packs came out (every sample empty, dropped or skipped{why}); check "
+            "the dataset with `energon info`, the --task and the --overlong policy."
         )
     if as_json:
         click.echo(json.dumps(result.to_dict()))

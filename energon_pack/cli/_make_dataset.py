@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``energon-pack make-dataset``: text and JSONL files -> an energon ``TextSample`` dataset.
+"""``energon-pack make-dataset``: text and JSONL files -> an energon ``TextSample`` dataset
+(``--task conversation``: LLaVA records and their media -> a conversation dataset, see
+:mod:`energon_pack.cli._make_conversations`).
 
 The first thing a new user needs: their documents as an energon dataset ready for packing.
 Each ``.txt`` / ``.md`` file is one document; each line of a ``.jsonl`` file is one JSON object
@@ -13,7 +15,8 @@ them (``TextSample``, field map ``{"text": "txt"}``, split 1,0,0)::
     wrote 12,345 documents (0 empty skipped) in 13 shards to data/ (energon TextSample)
 
 A JSONL line that is not a JSON object, lacks the field, or holds a non-string (or a lone
-surrogate such as ``"\\ud800"``) names the file and the line; empty strings are skipped and counted (the encoders would drop them anyway).
+surrogate such as ``"\\ud800"``) names the file and the line; empty strings are skipped and
+counted (the encoders would drop them anyway).
 
 Documents stream from the inputs into the shards (:func:`iter_documents` feeds
 :func:`energon_pack.tools._datasets.make_text_dataset` a generator), so a multi-GB JSONL needs no more
@@ -26,15 +29,14 @@ disk) is one line naming the path and the fix, after the same clean-up.
 from __future__ import annotations
 
 import json
-import shutil
-import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from energon_pack.cli._errors import os_error
+from energon_pack.cli._make_conversations import write_conversations
+from energon_pack.cli._output import plural, writing_dataset
 
 __all__ = [
     "DocumentCounts",
@@ -64,14 +66,9 @@ class InputFiles:
         names = ", ".join(str(p) for p in self.skipped[:first])
         more = f", ... ({len(self.skipped) - first} more)" if len(self.skipped) > first else ""
         return (
-            f"skipped {_plural(len(self.skipped), 'file')} of other types in directories "
+            f"skipped {plural(len(self.skipped), 'file')} of other types in directories "
             f"(only {'/'.join(SUFFIXES)} are read): {names}{more}"
         )
-
-
-def _plural(n: int, noun: str) -> str:
-    """``_plural(1, "shard") == "1 shard"``, ``_plural(3, "shard") == "3 shards"``."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def collect_inputs(inputs: Iterable[Path]) -> InputFiles:
@@ -217,76 +214,76 @@ def read_documents(inputs: Iterable[Path], *, field: str = "text") -> tuple[list
     return docs, counts.empty
 
 
-def _first_missing(path: Path) -> Path | None:
-    """The outermost of ``path`` and its parents that does not exist yet (None if it exists)."""
-    if path.exists():
-        return None
-    missing = path
-    for parent in path.absolute().parents:
-        if parent.exists():
-            break
-        missing = parent
-    return missing
-
-
-def _remove_created(out: Path, created: Path | None) -> None:
-    """Undo a failed run: remove the directories it created, or empty ``out`` if it existed."""
-    if created is not None:
-        shutil.rmtree(created, ignore_errors=True)
-    elif out.is_dir():
-        for child in out.iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child, ignore_errors=True)
-            else:
-                child.unlink(missing_ok=True)
+#: What ``--task`` writes: the input kinds and the energon dataset type.
+TASKS = ("text", "conversation")
 
 
 @click.command(name="make-dataset")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--field", default="text", show_default=True, help="JSONL field holding the text.")
+@click.option(
+    "--task",
+    type=click.Choice(TASKS),
+    default="text",
+    show_default=True,
+    help="text: .txt/.md/.jsonl documents -> TextSample. conversation: LLaVA .json/.jsonl "
+    "records with images and videos -> a crude webdataset for ConversationPackingTaskEncoder.",
+)
+@click.option("--field", default=None, help="--task text: JSONL field holding the text [text].")
+@click.option(
+    "--media-root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="--task conversation: the folder the records' image/video paths are relative to "
+    "(default: the folder of the JSON(L) inputs).",
+)
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=1000, show_default=True)
-def command(out: Path, inputs: tuple[Path, ...], field: str, samples_per_shard: int) -> None:
-    """Write INPUTS (.txt/.md files, .jsonl files, directories) as an energon dataset at OUT."""
-    if out.exists() and any(out.iterdir()):
-        raise click.ClickException(f"{out} exists and is not empty; choose a new directory.")
-    try:
-        found = collect_inputs(inputs)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+def command(
+    out: Path,
+    inputs: tuple[Path, ...],
+    task: str,
+    field: str | None,
+    media_root: Path | None,
+    samples_per_shard: int,
+) -> None:
+    """Write INPUTS as an energon dataset at OUT: text files and JSONL (--task text), or
+    LLaVA conversations with their media (--task conversation --media-root DIR)."""
+    with writing_dataset(out):
+        if task == "conversation":
+            if field is not None:
+                raise click.UsageError(
+                    "--field is for --task text; conversations are read from each record's "
+                    "'conversations' (from/value) or 'messages' (role/content)."
+                )
+            lines = write_conversations(out, inputs, media_root, samples_per_shard)
+        else:
+            if media_root is not None:
+                raise click.UsageError("--media-root is for --task conversation.")
+            lines = _write_text(out, inputs, field or "text", samples_per_shard)
+    for line in lines:
+        click.echo(line)
+
+
+def _write_text(
+    out: Path, inputs: tuple[Path, ...], field: str, samples_per_shard: int
+) -> list[str]:
+    """Stream the documents of ``inputs`` into a ``TextSample`` dataset; the summary lines."""
+    found = collect_inputs(inputs)
     from energon_pack.tools import make_text_dataset
 
-    created = _first_missing(out)
     counts = DocumentCounts()
-    try:
-        # Streams: shards are written while the inputs are read, never all documents at once.
-        make_text_dataset(
-            out,
-            iter_documents(found.files, field=field, counts=counts),
-            samples_per_shard=samples_per_shard,
-        )
-    except BaseException as exc:
-        # A bad line deep in a big file (or a full disk) must not leave half a dataset behind.
-        _remove_created(out, created)
-        if isinstance(exc, ValueError):
-            raise click.ClickException(str(exc)) from exc
-        if isinstance(exc, OSError):
-            raise os_error(exc, "write", out) from exc
-        if isinstance(exc, sqlite3.Error):  # energon prepare's index (full disk, mostly)
-            raise click.ClickException(
-                f"cannot write the energon index {out / '.nv-meta' / 'index.sqlite'}: {exc}; "
-                "free space on that disk or choose an output directory on another one."
-            ) from exc
-        raise
+    # Streams: shards are written while the inputs are read, never all documents at once.
+    make_text_dataset(
+        out,
+        iter_documents(found.files, field=field, counts=counts),
+        samples_per_shard=samples_per_shard,
+    )
     note = found.skipped_note()
-    if note is not None:
-        click.echo(note)
     shards = -(-counts.documents // samples_per_shard)
-    click.echo(
-        f"wrote {_plural(counts.documents, 'document')} ({counts.empty} empty skipped) in "
-        f"{_plural(shards, 'shard')} to {out} (energon TextSample)"
-    )
-    click.echo(
+    return [
+        *([note] if note is not None else []),
+        f"wrote {plural(counts.documents, 'document')} ({counts.empty} empty skipped) in "
+        f"{plural(shards, 'shard')} to {out} (energon TextSample)",
         f"next: energon-pack analyze {out} --tokenizer TOKENIZER_DIR --pack-size 4096 "
-        "--buffer-size 256"
-    )
+        "--buffer-size 256",
+    ]

@@ -40,6 +40,8 @@ from energon_pack.tools._tokenizer_training import (
     train_bpe_tokenizer,
 )
 from energon_pack.tools._vlm_datasets import (
+    ConversationCounts,
+    iter_llava_records,
     make_conversation_dataset,
     make_vqa_dataset,
     read_llava_records,
@@ -53,8 +55,10 @@ __all__ = [
     "buffer_fill_curves",
     "check_dataset",
     "compare_continuation",
+    "ConversationCounts",
     "DemoConfig",
     "DemoReport",
+    "iter_llava_records",
     "make_captioning_dataset",
     "make_conversation_dataset",
     "make_jsonl_dataset",

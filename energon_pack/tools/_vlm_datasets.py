@@ -12,19 +12,36 @@ cooks. Sample ``i`` of a conversation dataset holds::
 
 Images are copied byte for byte (any format PIL reads); a video is a directory of frames (no
 video decoder is needed: extract frames once with ``ffmpeg -i v.mp4 -vf fps=2 v/%04d.jpg``).
-``read_llava_records`` reads a LLaVA ``.json`` (a list) or ``.jsonl`` file.
+``read_llava_records`` reads a LLaVA ``.json`` (a list) or ``.jsonl`` file; ``iter_llava_records``
+yields each record with where it is (``"llava.jsonl:3"``), so that every error names the record
+and the fix::
+
+    llava.jsonl:3 (id 'a7'): image 'b.png' not found (no file media/b.png); fix the path in the
+    record, or choose the folder it is relative to (--media-root / media_root=).
+
+Records are checked as the encoder will read them: ``conversations`` / ``messages`` turns, one
+``<image>`` / ``<video>`` tag per item (or no tag at all), and every media file present.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from energon_pack.task_encoders import ConversationPackingTaskEncoder as Encoder
+from energon_pack.task_encoders import normalize_conversation
 from energon_pack.tools._datasets import _prepare_webdataset, _write_shards, prepare_dataset
 
-__all__ = ["make_conversation_dataset", "make_vqa_dataset", "read_llava_records"]
+__all__ = [
+    "ConversationCounts",
+    "iter_llava_records",
+    "make_conversation_dataset",
+    "make_vqa_dataset",
+    "read_llava_records",
+]
 
 #: Frame files a video directory may hold.
 FRAME_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
@@ -55,66 +72,211 @@ def make_vqa_dataset(
     return _prepare_webdataset(path, "VQASample", fields)
 
 
-def read_llava_records(path: Path | str) -> list[dict[str, Any]]:
-    """The records of a LLaVA ``.json`` file (a list of objects) or ``.jsonl`` file."""
+def _where(path: Path, place: str, record: Any) -> str:
+    """``"llava.jsonl:3"`` or ``"llava.json record 3"``, plus ``(id 'x')`` when it has one."""
+    rid = record.get("id") if isinstance(record, dict) else None
+    return f"{path}{place}" + (f" (id {rid!r})" if isinstance(rid, (str, int)) else "")
+
+
+def iter_llava_records(path: Path | str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, record)`` for each record of a LLaVA ``.json`` (a list) or ``.jsonl`` file.
+
+    ``where`` names the record for error messages: ``"llava.jsonl:3"`` (line 3) or
+    ``"llava.json record 2 (id 'a7')"`` (0-based index in the list, and its ``id``).
+    A ``.jsonl`` file is read one line at a time.
+
+    Raises:
+        ValueError: a line or file that is not valid JSON (naming line and column), or a
+            record that is not a JSON object; an empty file.
+    """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    found = 0
     if path.suffix == ".jsonl":
-        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        with path.open(encoding="utf-8") as f:
+            for lineno, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(
+                        f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                        "fix or remove the line (one JSON object per line)."
+                    ) from exc
+                found += 1
+                yield _checked(_where(path, f":{lineno}", record), record)
     else:
-        records = json.loads(text)
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise ValueError(f"{path}: expected a list of JSON objects (LLaVA records).")
-    return records
+        try:
+            records = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); fix the file (a "
+                ".json input is one list of records; .jsonl holds one record per line)."
+            ) from exc
+        if not isinstance(records, list):
+            raise ValueError(
+                f"{path}: expected a JSON list of records (LLaVA format), got "
+                f"{type(records).__name__}; write [{{...}}, {{...}}] or one object per line "
+                "in a .jsonl file."
+            )
+        for i, record in enumerate(records):
+            found += 1
+            yield _checked(_where(path, f" record {i}", record), record)
+    if not found:
+        raise ValueError(f"{path}: no records in this file; remove it or fill it.")
 
 
-def _as_list(value: Any) -> list[str]:
-    return [] if value is None else [value] if isinstance(value, str) else list(value)
+def _checked(where: str, record: Any) -> tuple[str, dict[str, Any]]:
+    if not isinstance(record, dict):
+        raise ValueError(
+            f"{where}: expected a JSON object (a record), got {type(record).__name__}."
+        )
+    return where, record
 
 
-def _media_files(record: dict[str, Any], root: Path, index: int) -> dict[str, bytes]:
+def read_llava_records(path: Path | str) -> list[dict[str, Any]]:
+    """The records of a LLaVA ``.json`` file (a list of objects) or ``.jsonl`` file.
+
+    Raises:
+        ValueError: as :func:`iter_llava_records` (naming the line or record).
+    """
+    return [record for _, record in iter_llava_records(path)]
+
+
+@dataclass
+class ConversationCounts:
+    """What :func:`make_conversation_dataset` wrote so far (updated as records stream by).
+
+    ``wrote {records} conversations ({images} images, {videos} videos of {frames} frames,
+    {text_only} text-only)``.
+    """
+
+    records: int = 0  #: conversations written
+    images: int = 0  #: image files copied
+    videos: int = 0  #: videos (frame directories) copied
+    frames: int = 0  #: frame files copied, all videos together
+    text_only: int = 0  #: conversations without any image or video
+
+
+def _as_list(value: Any, field: str, where: str) -> list[str]:
+    """A record's media field as a list of names (``"a.png"`` -> ``["a.png"]``)."""
+    names = [] if value is None else [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(
+            f"{where}: {field!r} must be a file name or a list of file names, got {value!r:.80}."
+        )
+    return names
+
+
+def _media_names(record: dict[str, Any], where: str) -> tuple[list[str], list[str]]:
+    """``(image names, video names)`` of a record (``image``/``images``, ``video``/``videos``)."""
+    image_field = "image" if "image" in record else "images"
+    video_field = "video" if "video" in record else "videos"
+    return (
+        _as_list(record.get(image_field), image_field, where),
+        _as_list(record.get(video_field), video_field, where),
+    )
+
+
+def _check_tags(record: dict[str, Any], where: str, images: int, videos: int) -> None:
+    """Tags and media must match as the encoders require: one tag per item, or no tag at all
+    (then the items go before the first user turn, LLaVA's convention)."""
+    text = "".join(m["content"] for m in normalize_conversation(record, key=where))
+    for tag, n, noun in (
+        (Encoder.image_tag, images, "image"),
+        (Encoder.video_tag, videos, "video"),
+    ):
+        found = text.count(tag)
+        if found != n and not (found == 0 and n > 0):
+            raise ValueError(
+                f"{where}: {found} {tag} tag(s) in the conversation but {n} {noun}(s) in the "
+                f"record; give one {tag} per {noun} (or none: then all go before the first user "
+                "turn)."
+            )
+
+
+def _read(file: Path, where: str) -> bytes:
+    """The bytes of a media file; an unreadable one is an input error naming the record."""
+    try:
+        return file.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot read {file}: {exc.strerror or exc}.") from exc
+
+
+def _media_files(
+    names: tuple[list[str], list[str]], root: Path, where: str, counts: ConversationCounts
+) -> dict[str, bytes]:
     """The ``imgN.<ext>`` and ``vidN.fM.<ext>`` files of one record."""
     files: dict[str, bytes] = {}
-    for n, name in enumerate(_as_list(record.get("image", record.get("images")))):
+    for n, name in enumerate(names[0]):
         file = root / name
         if not file.is_file():
-            raise ValueError(f"record {index}: image {name!r} not found under {root}.")
-        files[f"img{n}{file.suffix.lower() or '.png'}"] = file.read_bytes()
-    for n, name in enumerate(_as_list(record.get("video", record.get("videos")))):
+            raise ValueError(
+                f"{where}: image {name!r} not found (no file {file}); fix the path in the "
+                "record, or choose the folder it is relative to (--media-root / media_root=)."
+            )
+        files[f"img{n}{file.suffix.lower() or '.png'}"] = _read(file, where)
+    for n, name in enumerate(names[1]):
         folder = root / name
         frames = sorted(p for p in folder.glob("*") if p.suffix.lower() in FRAME_SUFFIXES)
         if not folder.is_dir() or not frames:
+            what = "is a file" if folder.is_file() else "is not a folder of frame images"
             raise ValueError(
-                f"record {index}: video {name!r} must be a directory of frame images under "
-                f"{root} (e.g. extracted with ffmpeg -vf fps=2 DIR/%04d.jpg)."
+                f"{where}: video {name!r} ({folder}) {what}; a video is a folder of frames: "
+                f"extract them once (ffmpeg -i {folder} -vf fps=2 FOLDER/%04d.jpg), name that "
+                "folder in the record and give its frame rate as 'fps'."
             )
         for m, frame in enumerate(frames):
-            files[f"vid{n}.f{m:04d}{frame.suffix.lower()}"] = frame.read_bytes()
+            files[f"vid{n}.f{m:04d}{frame.suffix.lower()}"] = _read(frame, where)
+        counts.frames += len(frames)
+    counts.images += len(names[0])
+    counts.videos += len(names[1])
+    counts.text_only += not (names[0] or names[1])
     return files
 
 
-def _samples(records: Iterable[dict[str, Any]], root: Path) -> Iterator[dict[str, bytes]]:
-    for i, record in enumerate(records):
-        if not isinstance(record, dict):
-            raise ValueError(f"record {i}: expected a JSON object, got {type(record).__name__}.")
-        yield {"json": json.dumps(record).encode(), **_media_files(record, root, i)}
+def _samples(
+    records: Iterable[dict[str, Any] | tuple[str, dict[str, Any]]],
+    root: Path,
+    counts: ConversationCounts,
+) -> Iterator[dict[str, bytes]]:
+    for i, item in enumerate(records):
+        where, record = item if isinstance(item, tuple) else (f"record {i}", item)
+        _checked(where, record)
+        names = _media_names(record, where)
+        _check_tags(record, where, len(names[0]), len(names[1]))
+        sample = {"json": json.dumps(record).encode(), **_media_files(names, root, where, counts)}
+        counts.records += 1
+        yield sample
 
 
 def make_conversation_dataset(
     path: Path | str,
-    records: Iterable[dict[str, Any]],
+    records: Iterable[dict[str, Any] | tuple[str, dict[str, Any]]],
     *,
     media_root: Path | str = ".",
     samples_per_shard: int = 64,
+    counts: ConversationCounts | None = None,
 ) -> Path:
     """A crude webdataset of LLaVA ``records`` with their images and video frames.
 
     ``record["image"]`` (a name or a list) and ``record["video"]`` (frame directories) are
     resolved under ``media_root``. Load it with ``ConversationPackingTaskEncoder`` (its cooker).
     Text-only records (no image, no video) are fine: they become text-only conversations.
+    ``records`` may be ``(where, record)`` pairs from :func:`iter_llava_records` (errors then
+    name the file and line); pass ``counts`` to learn what was written. Records stream to the
+    shards (one held at a time).
+
+    Raises:
+        ValueError: naming the record: not an object, no ``conversations`` / ``messages``, a
+            missing image or video folder, or ``<image>`` / ``<video>`` tags that do not match
+            the media. Shards written before it stay in ``path`` (no ``.nv-meta``).
     """
     path = Path(path)
-    _write_shards(path, _samples(records, Path(media_root)), samples_per_shard)
+    counts = ConversationCounts() if counts is None else counts
+    _write_shards(path, _samples(records, Path(media_root), counts), samples_per_shard)
+    if not counts.records:
+        raise ValueError("no records to write.")
     return prepare_dataset(
         path, "--non-interactive", "--split-ratio", "1,0,0", "--sample-type", "CrudeWebdataset"
     )

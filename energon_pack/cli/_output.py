@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Writing a dataset to ``OUT`` all or nothing: :func:`writing_dataset` for ``make-dataset``.
+
+A bad line deep in a big input, a missing image or a full disk stops the run; what it wrote is
+removed (``OUT`` is deleted with the parents the run created, or emptied if it existed empty),
+so a failed run never leaves something that looks like a dataset, and the error is one line::
+
+    with writing_dataset(Path("data")):
+        make_text_dataset(Path("data"), documents)
+    # ValueError("corpus.jsonl:7: not valid JSON ...") -> click.ClickException, data/ removed
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+from energon_pack.cli._errors import os_error
+
+__all__ = ["plural", "writing_dataset"]
+
+
+def plural(n: int, noun: str) -> str:
+    """``plural(1, "shard") == "1 shard"``, ``plural(3000, "shard") == "3,000 shards"``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist yet (None if it exists)."""
+    if path.exists():
+        return None
+    missing = path
+    for parent in path.absolute().parents:
+        if parent.exists():
+            break
+        missing = parent
+    return missing
+
+
+def _remove_created(out: Path, created: Path | None) -> None:
+    """Undo a failed run: remove the directories it created, or empty ``out`` if it existed."""
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
+    elif out.is_dir():
+        for child in out.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def writing_dataset(out: Path) -> Iterator[None]:
+    """Refuse a non-empty ``out``; on any failure inside the block remove what was written and
+    turn ``ValueError`` / ``OSError`` / an energon index error into one-line click errors."""
+    if out.exists() and any(out.iterdir()):
+        raise click.ClickException(f"{out} exists and is not empty; choose a new directory.")
+    created = _first_missing(out)
+    try:
+        yield
+    except BaseException as exc:
+        _remove_created(out, created)
+        if isinstance(exc, ValueError):
+            raise click.ClickException(str(exc)) from exc
+        if isinstance(exc, OSError):
+            raise os_error(exc, "write", out) from exc
+        if isinstance(exc, sqlite3.Error):  # energon prepare's index (full disk, mostly)
+            raise click.ClickException(
+                f"cannot write the energon index {out / '.nv-meta' / 'index.sqlite'}: {exc}; "
+                "free space on that disk or choose an output directory on another one."
+            ) from exc
+        raise

@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The task encoder ``energon-pack analyze --task`` runs, built from the command's options.
+
+=============  =========================================  ===================================
+``--task``     encoder                                    dataset (energon sample type)
+=============  =========================================  ===================================
+text           ``LLMPackingTaskEncoder(tokenizer)``       TextSample, or JSONL ``text``
+sft            ``SFTPackingTaskEncoder(tokenizer)``       JSONL ``prompt`` / ``response``
+captioning     ``CaptioningPackingTaskEncoder(tok, ip)``  CaptioningSample
+vqa            ``VQAPackingTaskEncoder(tok, ip)``         VQASample
+conversation   ``ConversationPackingTaskEncoder(...)``    ``make-dataset --task conversation``
+=============  =========================================  ===================================
+
+The media tasks take ``--processor DIR``, a local transformers processor directory: its
+``preprocessor_config.json`` (what ``image_processor.save_pretrained(DIR)`` writes, or a
+downloaded Qwen2-VL / Qwen2.5-VL snapshot) is loaded with ``AutoImageProcessor``; the tokenizer
+comes from ``--tokenizer`` or from the same directory. A ``video_preprocessor_config.json`` is
+loaded with ``AutoVideoProcessor`` when torchvision is installed; without it, video frames go
+through the image processor (a note says so). Example::
+
+    build_encoder("vqa", PackingSpec(pack_size=4096), tokenizer=None, processor=Path("qwen2-vl"))
+    # -> (VQAPackingTaskEncoder(qwen2-vl tokenizer, Qwen2VLImageProcessor...), [])
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import click
+
+from energon_pack.algorithms import PackingSpec
+
+__all__ = ["MEDIA_TASKS", "TASKS", "build_encoder", "check_sample_type", "load_processor"]
+
+#: ``--task`` -> the energon sample classes its encoder reads (``CrudeWebdataset``: cooked).
+TASKS: dict[str, tuple[str, ...]] = {
+    "text": ("TextSample", "CrudeWebdataset"),
+    "sft": ("CrudeWebdataset",),
+    "captioning": ("CaptioningSample",),
+    "vqa": ("VQASample",),
+    "conversation": ("CrudeWebdataset", "VQASample"),
+}
+#: Tasks whose documents hold images or videos (they need ``--processor``).
+MEDIA_TASKS = ("captioning", "vqa", "conversation")
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def check_sample_type(dataset: Path, task: str) -> None:
+    """Refuse a webdataset whose sample type ``task``'s encoder cannot read, naming the task
+    that can (``--task text`` on a VQASample dataset -> use ``--task vqa``). Other datasets
+    (JSONL, metadatasets) are left to the loader."""
+    meta = dataset / ".nv-meta" / "dataset.yaml"
+    if not meta.is_file():
+        return
+    import yaml
+
+    spec = yaml.safe_load(meta.read_text()) or {}
+    sample_type = spec.get("sample_type", spec) if isinstance(spec, dict) else {}
+    name = sample_type.get("__class__") if isinstance(sample_type, dict) else None
+    if name is None or name in TASKS[task]:
+        return
+    fits = [t for t, names in TASKS.items() if name in names]
+    hint = f"use --task {' or '.join(fits)}" if fits else "no --task reads it"
+    raise click.UsageError(
+        f"{dataset} holds {name} samples, which --task {task} does not read; {hint}."
+    )
+
+
+def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
+    """``(image_processor, video_processor or None, notes)`` from a local processor directory.
+
+    Raises:
+        click.UsageError: no ``preprocessor_config.json``, or not a Qwen2-VL-style processor.
+    """
+    from transformers import AutoImageProcessor
+
+    if not (path / "preprocessor_config.json").is_file():
+        raise click.UsageError(
+            f"--processor {path}: no preprocessor_config.json; give a local transformers "
+            "processor directory (what processor.save_pretrained(DIR) or "
+            "image_processor.save_pretrained(DIR) writes)."
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "use_fast" and backend notices
+        image_processor = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
+    if not hasattr(image_processor, "merge_size"):
+        raise click.UsageError(
+            f"--processor {path}: {type(image_processor).__name__} is not a Qwen2-VL-style "
+            "image processor (patch grids with merge_size); the VLM encoders need one."
+        )
+    notes: list[str] = []
+    video = None
+    if (path / "video_preprocessor_config.json").is_file():
+        try:
+            from transformers import AutoVideoProcessor
+
+            video = AutoVideoProcessor.from_pretrained(str(path), local_files_only=True)
+        except ImportError:
+            notes.append(
+                f"note: {path / 'video_preprocessor_config.json'} needs torchvision (not "
+                "installed); video frames go through the image processor, so video token "
+                "counts follow its pixel limits."
+            )
+    return image_processor, video, notes
+
+
+def _tokenizer_dir(task: str, tokenizer: Path | None, processor: Path | None) -> Path:
+    """``--tokenizer``, or for the media tasks the processor directory when it has one."""
+    if tokenizer is not None:
+        return tokenizer
+    if processor is not None and any((processor / f).is_file() for f in _TOKENIZER_FILES):
+        return processor
+    where = f"; {processor} holds no tokenizer" if processor is not None else ""
+    raise click.UsageError(f"--task {task} needs --tokenizer DIR{where}.")
+
+
+def build_encoder(
+    task: str, spec: PackingSpec, *, tokenizer: Path | None, processor: Path | None
+) -> tuple[Any, list[str]]:
+    """The packing task encoder for ``task`` with ``spec``, and notes to print.
+
+    Raises:
+        click.UsageError: a missing or misplaced ``--processor`` / ``--tokenizer``.
+        ValueError: the tokenizer lacks a placeholder token, and the like (from the encoder).
+    """
+    import energon_pack.task_encoders as te
+
+    if task not in MEDIA_TASKS:
+        if processor is not None:
+            raise click.UsageError(
+                f"--processor is for --task {'/'.join(MEDIA_TASKS)}; --task {task} has no media."
+            )
+        cls = te.LLMPackingTaskEncoder if task == "text" else te.SFTPackingTaskEncoder
+        return cls(str(_tokenizer_dir(task, tokenizer, None)), config=spec, log_every=0), []
+    if processor is None:
+        raise click.UsageError(
+            f"--task {task} needs --processor DIR (a local transformers processor directory "
+            "with preprocessor_config.json) to count image and video tokens."
+        )
+    tok = str(_tokenizer_dir(task, tokenizer, processor))
+    image_processor, video_processor, notes = load_processor(processor)
+    if task == "captioning":
+        return te.CaptioningPackingTaskEncoder(
+            tok, image_processor, config=spec, log_every=0
+        ), notes
+    cls = te.VQAPackingTaskEncoder if task == "vqa" else te.ConversationPackingTaskEncoder
+    encoder = cls(tok, image_processor, video_processor=video_processor, config=spec, log_every=0)
+    return encoder, notes

@@ -23,7 +23,7 @@ is tighter still, so it takes ``r // x`` of them in a row; and when no pack has 
 pack takes ``C // x`` of them. With lengths ``[3] * 7`` and capacity 10 that is two steps (two
 packs of three, one of one) instead of seven; on real length distributions (many repeats among
 ``C`` possible values) it halves the time for 100k lengths. Up to ``SMALL`` lengths a sorted
-list of room keys searched with ``bisect`` does the same with less fixed work per sample.
+list of rooms searched with ``bisect`` does the same with less fixed work per sample.
 """
 
 from __future__ import annotations
@@ -40,9 +40,12 @@ __all__ = [
     "sorted_groups",
 ]
 
-#: Up to this many lengths, a sorted list of room keys with bisect beats the bitset buckets
-#: (less fixed work per sample: ~35 us for 64 lengths instead of ~70 us).
+#: Up to this many lengths, a sorted list of rooms with bisect beats the bitset buckets
+#: (less fixed work per sample: ~13 us for 64 lengths instead of ~60 us).
 SMALL = 1024
+#: Up to this many lengths ``sorted`` orders them faster than NumPy's ``argsort`` (~0.6 us
+#: against ~1.5 us for 16 lengths; 8.6 us against 3.9 us for 256).
+PY_SORT = 48
 
 
 def sorted_groups(lengths: np.ndarray) -> tuple[list[int], list[int], list[int]]:
@@ -60,36 +63,44 @@ def sorted_groups(lengths: np.ndarray) -> tuple[list[int], list[int], list[int]]
 
 
 def best_fit_keys(
-    order: list[int], values: list[int], capacity: int, max_samples_per_pack: int | None
+    order: list[int], lengths: list[int], capacity: int, max_samples_per_pack: int | None
 ) -> tuple[list[list[int]], list[int]]:
-    """Best fit over ``values`` (in ``order``) with a sorted list of ``(room, -stamp, bin)``.
+    """Best fit of ``lengths[i]`` for ``i`` in ``order``, with the open packs' rooms in a sorted
+    list of ints (``keys``) and their bins in a parallel list (``ids``).
 
-    ``bisect`` finds the tightest room ``>= x``; ``-stamp`` puts the most recently filled pack
-    first among equal rooms, the same tie rule as :func:`best_fit_groups`. Returns the bins and
-    each bin's room.
+    ``bisect_left(keys, x)`` finds the tightest room ``>= x``; a new room is inserted before the
+    equal ones, so among equal rooms the leftmost is the most recently filled pack: the same tie
+    rule as :func:`best_fit_groups`. No tuples are built per sample (a third faster than sorted
+    ``(room, -stamp, bin)`` keys on 16-2048 lengths). Returns the bins and each bin's room.
     """
     cap_count = max_samples_per_pack or len(order) or 1
-    keys: list[tuple[int, int, int]] = []
+    keys: list[int] = []
+    ids: list[int] = []
     bins: list[list[int]] = []
     rooms: list[int] = []
-    stamp = 0
-    for idx, x in zip(order, values):
-        stamp += 1
-        k = bisect.bisect_left(keys, (x,))
+    find = bisect.bisect_left
+    pop_key, pop_id, put_key, put_id = keys.pop, ids.pop, keys.insert, ids.insert
+    for idx in order:
+        x = lengths[idx]
+        k = find(keys, x)
         if k < len(keys):
-            room, _, b = keys.pop(k)
+            room = pop_key(k) - x
+            b = pop_id(k)
             members = bins[b]
             members.append(idx)
+            rooms[b] = room
+            if not room or len(members) >= cap_count:
+                continue
         else:
             b = len(bins)
-            members = [idx]
-            bins.append(members)
-            rooms.append(capacity)
-            room = capacity
-        room -= x
-        rooms[b] = room
-        if room and len(members) < cap_count:
-            bisect.insort(keys, (room, -stamp, b))
+            room = capacity - x
+            bins.append([idx])
+            rooms.append(room)
+            if not room or cap_count == 1:
+                continue
+        k = find(keys, room)
+        put_key(k, room)
+        put_id(k, b)
     return bins, rooms
 
 
@@ -216,11 +227,14 @@ def best_fit_decreasing_rooms(
     n = int(lengths.size)
     if n <= SMALL:
         vals = lengths.tolist()
-        order = sorted(range(n), key=vals.__getitem__, reverse=True)  # stable
+        if n <= PY_SORT:
+            order = sorted(range(n), key=vals.__getitem__, reverse=True)  # stable
+        else:
+            order = np.argsort(-lengths, kind="stable").tolist()  # the same order
         total = sum(vals)
         if total <= capacity and (max_samples_per_pack or n) >= n:
             return [order], [capacity - total]  # all in one pack: what best fit ends with
-        return best_fit_keys(order, [vals[i] for i in order], capacity, max_samples_per_pack)
+        return best_fit_keys(order, vals, capacity, max_samples_per_pack)
     order, values, starts = sorted_groups(lengths)
     return best_fit_groups(order, values, starts, capacity, max_samples_per_pack)
 

@@ -8,7 +8,12 @@ import pytest
 
 from energon_pack.algorithms import ALGORITHMS, lower_bound, pack_lengths
 from energon_pack.algorithms._bounds import martello_toth_l2
-from energon_pack.algorithms._repair import DEFAULT_EFFORT, SEARCH_EFFORT, RepairEffort
+from energon_pack.algorithms._repair import (
+    DEFAULT_EFFORT,
+    SEARCH_EFFORT,
+    RepairEffort,
+    _l2_of_list,
+)
 from energon_pack.algorithms._subset_sum import fill_counts, fill_room
 
 
@@ -143,15 +148,18 @@ def _reference_best_fit_decreasing(lengths: list[int], capacity: int, cap: int) 
     return bins
 
 
+@pytest.mark.parametrize("py_sort", [0, 10**6])
 @pytest.mark.parametrize("small", [0, 10**6])
 @pytest.mark.parametrize("seed", range(6))
 def test_fast_best_fit_matches_one_by_one_reference(
-    seed: int, small: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, small: int, py_sort: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Both fast paths must give exactly the bins of placing samples one by one: the bitset
-    # buckets with runs of equal lengths placed at once (SMALL=0), and the sorted room keys
-    # (SMALL large). Few distinct lengths make long runs.
+    # buckets with runs of equal lengths placed at once (SMALL=0), and the sorted rooms
+    # (SMALL large), whether ``sorted`` or NumPy's stable argsort orders the lengths
+    # (PY_SORT). Few distinct lengths make long runs and many equal rooms (the tie rule).
     monkeypatch.setattr("energon_pack.algorithms._best_fit.SMALL", small)
+    monkeypatch.setattr("energon_pack.algorithms._best_fit.PY_SORT", py_sort)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 700))
     values = rng.integers(1, 200, size=8)
@@ -186,3 +194,34 @@ def test_search_never_worse_than_repair() -> None:
         repair = pack_lengths(lengths, 4096, algorithm="best_fit_decreasing_repair")
         search = pack_lengths(lengths, 4096, algorithm="best_fit_decreasing_search")
         assert len(search) <= len(repair)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_python_l2_is_martello_toth_l2(seed: int) -> None:
+    # The repair's pure-Python L2 (small calls) must equal the NumPy bound exactly; few
+    # distinct lengths around C / 2 exercise every threshold and the ties.
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        cap = int(rng.choice([10, 11, 16, 100, 4096]))
+        pool = rng.integers(1, cap + 1, size=6)
+        lengths = rng.choice(pool, size=int(rng.integers(1, 40))).tolist()
+        assert _l2_of_list(lengths, cap) == martello_toth_l2(lengths, cap), (lengths, cap)
+    assert _l2_of_list([6, 6, 8, 5, 5, 9, 6], 10) == 6  # the docstring's example
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_repair_same_bins_with_python_or_numpy_bound(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small calls take the pure-Python bound and one re-pack of every pack; the bins must be
+    # those of the NumPy bound (SMALL_BOUND=0 forces it).
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(200):
+        cap = int(rng.choice([10, 37, 100]))
+        lengths = rng.integers(1, cap + 1, size=int(rng.integers(1, 60)))
+        cases.append((lengths, cap, None if seed % 2 else 3))
+    repair = ALGORITHMS["best_fit_decreasing_repair"]
+    fast = [repair(x, cap, per_pack) for x, cap, per_pack in cases]
+    monkeypatch.setattr("energon_pack.algorithms._repair.SMALL_BOUND", 0)
+    assert fast == [repair(x, cap, per_pack) for x, cap, per_pack in cases]

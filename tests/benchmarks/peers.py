@@ -246,19 +246,27 @@ def print_peers(name: str, lengths: np.ndarray) -> None:
 
 
 def print_algorithms(name: str, lengths: np.ndarray) -> None:
+    """Every registered algorithm at every row: fill and select seconds, stock and carry-over.
+
+    One row per (pack, buffer, algorithm); seconds are ``SimulationResult.select_seconds`` (the
+    select calls only, wall clock).
+    """
     names = sorted(ALGORITHMS)
-    print(f"\nEvery algorithm ({name}), fill % stock / with carry-over:\n")
-    print("| pack | buffer | " + " | ".join(names) + " |")
-    print("|---:|---:|" + "---:|" * len(names))
+    print(f"\nEvery algorithm ({name}): fill % and select seconds, stock and with carry-over:\n")
+    print("| pack | buffer | algorithm | stock fill | stock s | carry fill | carry s |")
+    print("|---:|---:|---|---:|---:|---:|---:|")
     for pack in PACKS:
         cut = np.minimum(lengths, pack)
         for buffer in BUFFERS:
-            cells = []
             for algorithm in names:
                 stock = simulate(cut, pack, buffer, algorithm=algorithm)
                 carry = simulate(cut, pack, buffer, algorithm=algorithm, carry_over=CarryOver())
-                cells.append(f"{100 * stock.fill:.1f} / {100 * carry.fill:.2f}")
-            print(f"| {pack} | {buffer} | " + " | ".join(cells) + " |", flush=True)
+                print(
+                    f"| {pack} | {buffer} | {algorithm} | {100 * stock.fill:.2f} | "
+                    f"{stock.select_seconds:.2f} | {100 * carry.fill:.2f} | "
+                    f"{carry.select_seconds:.2f} |",
+                    flush=True,
+                )
 
 
 def main() -> int:
@@ -268,6 +276,9 @@ def main() -> int:
     parser.add_argument("--no-algorithms", action="store_true", help="skip the per-algorithm table")
     parser.add_argument(
         "--per-buffer-only", action="store_true", help="only the time-per-buffer table"
+    )
+    parser.add_argument(
+        "--algorithms-only", action="store_true", help="only the per-algorithm fill/time table"
     )
     args = parser.parse_args()
     logging.getLogger("absl").setLevel(logging.ERROR)
@@ -282,6 +293,9 @@ def main() -> int:
         lengths = corpus(name, args.limit)
         if lengths is None:
             print(f"{DATA} not found: skipping {name}.")
+            continue
+        if args.algorithms_only:
+            print_algorithms(name, lengths)
             continue
         if not args.per_buffer_only:
             print_peers(name, lengths)

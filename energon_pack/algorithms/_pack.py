@@ -12,7 +12,16 @@ optimizer step (``spec.step_packs``)::
     [[0, 1], [2]]
     >>> media = MediaLoad.of([(3, 1), (0, 0), (0, 0), (3, 1), (0, 0)])  # two 3-token images
     >>> pack_lengths([5, 4, 6, 3, 2], 10, media=media, max_media_per_pack=1)  # one per pack
-    [[2, 1], [3, 4], [0]]
+    [[1, 0], [3, 4], [2]]
+
+With ``media`` and ``step_packs``, packs are ranked for the step order by their *vision load*
+(media tokens), the language model's cost (``CostModel()``) breaking ties, so that the vision
+tower, whose work per pack varies most (0 to the budget; full packs differ in language-model
+cost by their attention term only), finishes together on every rank. One scalar order levels
+one quantity: the combined FLOPs cost (``MEDIA_COST``) reduced the vision-load step CV by only
+26% at buffer 256 on the mix of ``tests/benchmarks/media_packing.py`` (docs/benchmarks/
+media-packing.md), the vision ranking by the issue's bar of 2x. A text-only buffer (no media
+tokens) is ordered exactly as without ``media``.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import numpy as np
 
 from energon_pack.algorithms._balance import CostModel, balance_packs, balanced
 from energon_pack.algorithms._media import (
+    VISION_COST,
     MediaLoad,
     check_media_fits,
     enforce_media_budgets,
@@ -36,7 +46,7 @@ from energon_pack.algorithms._step_order import step_order
 
 __all__ = ["MEDIA_COST", "pack_lengths"]
 
-#: The cost model of packs with media (``balanced``, and ``step_packs`` without ``balance``):
+#: The cost model of packs with media for ``algorithm="balanced"`` (``media`` given):
 #: ``CostModel()`` plus ``image=0.4`` per media token, the vision tower's forward FLOPs per
 #: merged token over the language model's linear FLOPs per token for Qwen2-VL-7B (ViT 32 x
 #: 1280 wide, 4 patches per merged token: ~5 GFLOPs; Qwen2-7B: ~13 GFLOPs per token).
@@ -60,8 +70,9 @@ def pack_lengths(
             keywords (``pack_lengths(lengths, 4096, algorithm="next_fit")``).
         media: Media load of each sample (:class:`~energon_pack.algorithms.MediaLoad`). Needed
             by the media budgets (enforced after the algorithm and ``balance``:
-            :func:`~energon_pack.algorithms.enforce_media_budgets`); with it, ``balanced`` and
-            the ``step_packs`` order count media tokens (:data:`MEDIA_COST`).
+            :func:`~energon_pack.algorithms.enforce_media_budgets`); with it, ``balanced``
+            counts media tokens (:data:`MEDIA_COST`) and the ``step_packs`` order levels the
+            vision load (see the module docstring).
         balance: If given, even out the packs' estimated costs under this cost model after the
             algorithm ran (:func:`~energon_pack.algorithms.balance_packs`: same packs count,
             same fill). ``algorithm="balanced"`` is the default algorithm with ``CostModel()``
@@ -71,8 +82,8 @@ def pack_lengths(
     Returns:
         Bins of indices into ``lengths``: every index exactly once, deterministic, no pack over
         a budget. With ``spec.step_packs``, ordered so that any ``step_packs`` consecutive ones
-        cost about the same under ``balance`` (else ``CostModel()``, ``MEDIA_COST`` with
-        ``media``; :func:`~energon_pack.algorithms.step_order`).
+        cost about the same under ``balance`` (else ``CostModel()``; with ``media``, the same
+        vision load; :func:`~energon_pack.algorithms.step_order`).
 
     Raises:
         ValueError: a bad spec field, a length ``<= 0``, a length above the pack size after
@@ -99,10 +110,24 @@ def pack_lengths(
     if media is not None:
         bins = enforce_media_budgets(bins, arr, media, spec)
     if spec.step_packs is not None:
-        model = balance or (CostModel() if media is None else MEDIA_COST)
-        costs = model.pack_costs(bins, arr, image_tokens)
+        costs = _order_costs(bins, arr, media, balance)
         bins = [bins[i] for i in step_order(costs, spec.step_packs)]
     return bins
+
+
+def _order_costs(
+    bins: list[list[int]], arr: np.ndarray, media: MediaLoad | None, balance: CostModel | None
+) -> np.ndarray:
+    """What ``step_order`` levels: ``balance``'s costs if given; else with ``media`` the vision
+    load, the language model's cost breaking ties (it adds less than one media token), else
+    ``CostModel()``'s costs. ``step_order`` uses only the ranks of these numbers."""
+    image_tokens = None if media is None else media.tokens
+    if balance is not None:
+        return balance.pack_costs(bins, arr, image_tokens)
+    lm = CostModel().pack_costs(bins, arr)
+    if media is None:
+        return lm
+    return VISION_COST.pack_costs(bins, arr, image_tokens) + lm / (2.0 * float(lm.max()))
 
 
 def _check_media(arr: np.ndarray, media: MediaLoad | None, spec: PackingSpec) -> None:

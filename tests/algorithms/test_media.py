@@ -41,17 +41,19 @@ def _check_budgets(bins: list[list[int]], load: MediaLoad, spec: PackingSpec) ->
             assert len(b) <= spec.max_samples_per_pack
 
 
-def test_worked_example_evicts_heaviest_and_best_fits() -> None:
+def test_worked_example_levels_media_first() -> None:
     spec = PackingSpec(pack_size=10, max_media_tokens_per_pack=6)
     load = MediaLoad.of([(4, 1), (4, 1), (0, 0), (0, 0)])
     bins = enforce_media_budgets([[0, 1, 3], [2]], np.array([5, 3, 3, 2]), load, spec)
-    assert bins == [[1, 3], [2, 0]]
+    assert bins == [[1, 3, 2], [0]]
 
 
-def test_new_pack_only_when_no_pack_has_room() -> None:
+def test_text_makes_way_for_an_evicted_media_document() -> None:
     load = MediaLoad.of([(3, 1), (0, 0), (0, 0), (3, 1), (0, 0)])
-    bins = pack_lengths([5, 4, 6, 3, 2], 10, media=load, max_media_per_pack=1)
-    assert bins == [[2, 1], [3, 4], [0]]
+    spec = PackingSpec(pack_size=10, max_media_per_pack=1)
+    bins = enforce_media_budgets([[2, 1], [0, 3, 4]], np.array([5, 4, 6, 3, 2]), load, spec)
+    assert bins == [[1, 0], [3, 4], [2]]
+    assert pack_lengths([5, 4, 6, 3, 2], spec, media=load) == bins
 
 
 def test_nothing_over_budget_keeps_the_bins() -> None:

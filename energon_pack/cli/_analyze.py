@@ -96,8 +96,8 @@ def command(
 
     try:
         check_dataset(dataset)
-        check_sample_type(dataset, task)
         encoder, notes = build_encoder(task, spec, tokenizer=tokenizer, processor=processor)
+        check_sample_type(dataset, task)
         for note in notes:
             click.echo(note, err=True)
         # energon prints shard slices to stdout; keep stdout for the report (and --json).

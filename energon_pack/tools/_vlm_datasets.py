@@ -97,7 +97,7 @@ def iter_llava_records(path: Path | str) -> Iterator[tuple[str, dict[str, Any]]]
                 if not line.strip():
                     continue
                 try:
-                    record = json.loads(line)
+                    record = json.loads(line.rstrip("\r\n"))
                 except json.JSONDecodeError as exc:
                     raise ValueError(
                         f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
@@ -181,7 +181,11 @@ def _media_names(record: dict[str, Any], where: str) -> tuple[list[str], list[st
 def _check_tags(record: dict[str, Any], where: str, images: int, videos: int) -> None:
     """Tags and media must match as the encoders require: one tag per item, or no tag at all
     (then the items go before the first user turn, LLaVA's convention)."""
-    text = "".join(m["content"] for m in normalize_conversation(record, key=where))
+    try:
+        messages = normalize_conversation(record, key=where)
+    except ValueError as exc:  # "sample 'llava.jsonl:3': ..." -> "llava.jsonl:3: ..."
+        raise ValueError(str(exc).replace(f"sample {where!r}: ", f"{where}: ", 1)) from exc
+    text = "".join(m["content"] for m in messages)
     for tag, n, noun in (
         (Encoder.image_tag, images, "image"),
         (Encoder.video_tag, videos, "video"),

@@ -28,6 +28,7 @@ import numpy as np
 
 from energon_pack.algorithms._carry_over import CarryOver
 from energon_pack.algorithms._lengths import as_int_lengths, round_up
+from energon_pack.algorithms._media import has_media_budgets, media_over_budget
 from energon_pack.algorithms._overlong import OverlongPolicy
 from energon_pack.algorithms._registry import ALGORITHMS, DEFAULT_ALGORITHM
 from energon_pack.algorithms._step_order import check_step_packs
@@ -111,6 +112,23 @@ class PackingSpec:
             )
         if self.step_packs is not None:
             check_step_packs(self.step_packs)
+
+    @property
+    def has_media_budgets(self) -> bool:
+        """True when ``max_media_tokens_per_pack`` or ``max_media_per_pack`` is set."""
+        return has_media_budgets(self)
+
+    @property
+    def uses_media(self) -> bool:
+        """True when packing needs each document's media load (``pack_lengths(media=...)``):
+        a media budget is set, or ``step_packs`` (its order levels the vision load)."""
+        return self.step_packs is not None or has_media_budgets(self)
+
+    def media_over_budget(self, tokens: int, items: int) -> str | None:
+        """Why one document of ``tokens`` media tokens and ``items`` images and videos can
+        never be packed, or ``None``; ``max_media_per_pack=2``: ``media_over_budget(300, 3)``
+        is ``"3 images and videos > max_media_per_pack=2"``."""
+        return media_over_budget(tokens, items, self)
 
     def _check_alignment(self) -> None:
         a = self.alignment

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from megatron.energon import TaskEncoder, stateless
 
-from energon_pack.algorithms import PackingSpec, pack_lengths
+from energon_pack.algorithms import MediaLoad, PackingSpec, pack_lengths
 from energon_pack.encoding import (
     PackingStats,
     SeedSource,
@@ -156,8 +156,22 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
             for piece in apply_overlong_policy(
                 doc, self.config.pack_size, self.config.overlong, stats
             ):
+                if self.config.has_media_budgets and self._over_media_budget(piece, stats):
+                    continue
                 stats.documents += 1
                 yield piece
+
+    def _over_media_budget(self, doc: EncodedSample, stats: PackingStats) -> bool:
+        """Drop and count ``doc`` (in ``dropped_overlong``, logged with its key) when its media
+        alone exceed a per-pack media budget: no pack could ever hold it."""
+        why = self.config.media_over_budget(*doc.media_load)
+        if why is not None:
+            stats.record_drop(
+                doc.__key__,
+                f"{why}: no pack can hold it (raise the budget, or shrink the media, e.g. "
+                "the processor's max_pixels or the video frames)",
+            )
+        return why is not None
 
     @seeded_stateless(seed_from=SeedSource.RESTORE_KEY)
     def postencode_document(self, doc: EncodedSample) -> EncodedSample:
@@ -197,14 +211,20 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         return PackingStats(log_every=0) if restoring_item() else self.stats
 
     def select_samples_to_pack(self, samples: list[EncodedSample]) -> list[list[EncodedSample]]:
-        """Partition the buffer with the configured algorithm (every sample exactly once)."""
+        """Partition the buffer with the configured algorithm (every sample exactly once).
+
+        With media budgets or ``step_packs`` in the config, each document's
+        :attr:`~energon_pack.samples.EncodedSample.media_load` goes to the algorithm too: no
+        pack exceeds a budget and the step order levels the vision load.
+        """
         lengths = [len(s.tokens) for s in samples]
         if not self._warned_small_buffer and len(samples) >= self._stock_buffer_size:
             # A full buffer (not the end-of-data flush) that cannot fill a pack: say so once.
             self._warned_small_buffer = warn_if_buffer_too_small(
                 lengths, self.config.pack_size, len(samples)
             )
-        bins = pack_lengths(lengths, self.config)
+        media = MediaLoad.of(s.media_load for s in samples) if self.config.uses_media else None
+        bins = pack_lengths(lengths, self.config, media=media)
         return [[samples[i] for i in b] for b in bins]
 
     @stateless
@@ -305,6 +325,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
                 carry_over=self.config.carry_over,
                 pack_size=self.config.pack_size,
                 sample_length=self.packed_length,
+                spec=self.config,
             )
             packing_buffer_size = None
         return super().build_batch(

@@ -44,7 +44,13 @@ from megatron.energon.worker import WorkerConfig
 from megatron.energon.wrappers.buffer import SavableSampleBuffer
 from megatron.energon.wrappers.packing_dataset import PackingDataset
 
-from energon_pack.algorithms import CarryOver, CarryOverPlan, plan_carry_over
+from energon_pack.algorithms import (
+    CarryOver,
+    CarryOverPlan,
+    MediaLoad,
+    PackingSpec,
+    plan_carry_over,
+)
 from energon_pack.encoding import warn_if_buffer_too_small
 from energon_pack.wrappers._postencode import packer_arguments
 
@@ -66,7 +72,10 @@ class CarryOverPlanner(Protocol):
 
     Gets the buffer's lengths, each sample's age (selections it has already been carried
     through), the pack size, the groups chosen by the packing algorithm (indices), the config
-    and ``final`` (end of data: emit everything); returns a :class:`CarryOverPlan`.
+    and ``final`` (end of data: emit everything); returns a :class:`CarryOverPlan`. When the
+    packing spec limits packs besides tokens (``max_samples_per_pack``, media budgets), it also
+    gets ``spec`` and ``media`` (each pool sample's :class:`~energon_pack.algorithms.MediaLoad`,
+    or None) and must keep the emitted groups within them.
     """
 
     def __call__(
@@ -78,6 +87,8 @@ class CarryOverPlanner(Protocol):
         config: CarryOver,
         *,
         final: bool = False,
+        spec: PackingSpec | None = None,
+        media: MediaLoad | None = None,
     ) -> CarryOverPlan: ...
 
 
@@ -110,6 +121,9 @@ class CarryOverPackingDataset(PackingDataset):
         pack_size: Pack capacity in tokens.
         carry_over: The policy (fill threshold, carried share, maximum age).
         planner: The planning function; default :func:`energon_pack.algorithms.plan_carry_over`.
+        spec: The packing spec, when it limits packs besides tokens (``max_samples_per_pack``,
+            media budgets): the planner keeps those limits, measuring media by each sample's
+            ``media_load`` (:class:`~energon_pack.samples.EncodedSample`).
     """
 
     #: The carried samples (outside energon's reading buffer and its sample count).
@@ -130,6 +144,7 @@ class CarryOverPackingDataset(PackingDataset):
         pack_size: int,
         carry_over: CarryOver,
         planner: CarryOverPlanner | None = None,
+        spec: PackingSpec | None = None,
         worker_config: WorkerConfig,
         **kwargs: Any,
     ) -> None:
@@ -141,6 +156,9 @@ class CarryOverPackingDataset(PackingDataset):
         self.pack_size = pack_size
         self.carry_over = carry_over
         self._planner: CarryOverPlanner = planner if planner is not None else plan_carry_over
+        limited = spec is not None and (spec.has_media_budgets or spec.max_samples_per_pack)
+        #: The spec the planner keeps (None: tokens only, the planner gets no spec).
+        self._spec = spec if limited else None
         self._source_exhausted = False
         self._warned_small_buffer = False
         tolerance = kwargs.get("pre_packer_failure_tolerance", 100)
@@ -201,8 +219,12 @@ class CarryOverPackingDataset(PackingDataset):
         index_groups = self._index_groups(pool, self._select(pool))
         lengths = [int(self._sample_length(sample)) for sample in pool]
         ages = carried_ages + [0] * len(samples)
+        limits: dict[str, Any] = {}
+        if self._spec is not None:
+            media = MediaLoad.of(s.media_load for s in pool) if self._spec.uses_media else None
+            limits = {"spec": self._spec, "media": media}
         plan = self._planner(
-            lengths, ages, self.pack_size, index_groups, self.carry_over, final=final
+            lengths, ages, self.pack_size, index_groups, self.carry_over, final=final, **limits
         )
         carry = [int(i) for i in plan.carry]
         new_ages = [int(age) for age in plan.carry_ages]
@@ -257,6 +279,7 @@ def build_packing_dataset(
     pack_size: int,
     sample_length: Callable[[Any], int],
     planner: CarryOverPlanner | None = None,
+    spec: PackingSpec | None = None,
 ) -> CarryOverPackingDataset:
     """What energon's ``TaskEncoder.build_batch`` does for packing, with carry-over.
 
@@ -280,6 +303,7 @@ def build_packing_dataset(
         pack_size=pack_size,
         carry_over=carry_over,
         planner=planner,
+        spec=spec,
         worker_config=worker_config,
         sample_encoder_failure_tolerance=0,
         **packer_arguments(task_encoder),

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Media budgets through a real energon loader: no pack over a budget, every sample in exactly
+one pack or dropped and counted; media loads of light and materialized documents agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import VLM_PACK_SIZE, png
+
+from energon_pack.algorithms import CarryOver
+from energon_pack.samples import LightMultimodalDocument, PackingCounts
+from energon_pack.task_encoders import ConversationPackingTaskEncoder, ConversationSample
+from energon_pack.testing import assert_each_sample_once, member_keys
+from energon_pack.tools import make_loader
+
+#: Media load of the conversation fixture's records by ``id % 4``: text, one 6-token image,
+#: three images of 2 + 4 + 6 tokens, a video of 8 tokens (2 temporal patches of 2x2 tokens).
+LOADS = {0: (0, 0), 1: (6, 1), 2: (12, 3), 3: (8, 1)}
+
+
+def _encoder(tokenizer_dir: Any, image_processor: Any, **kw: Any) -> Any:
+    return ConversationPackingTaskEncoder(
+        tokenizer_dir, image_processor, pack_size=VLM_PACK_SIZE, **kw
+    )
+
+
+def _pack_load(pack: Any) -> tuple[int, int]:
+    return pack.num_media_tokens, len(pack.image_grid_thw) + len(pack.video_grid_thw)
+
+
+def test_light_and_materialized_documents_report_the_same_load(
+    vlm_tokenizer_dir, image_processor
+) -> None:
+    frames = [png(56, 56, seed=s) for s in range(4)]
+    sample = ConversationSample(
+        __key__="m",
+        __restore_key__=(),
+        conversation=[
+            {"role": "user", "content": "<image> <image> <video> what"},
+            {"role": "assistant", "content": "a seed"},
+        ],
+        images=[png(28, 56, 1), png(56, 84, 2)],
+        videos=[frames],
+        video_fps=[2.0],
+    )
+    light = _encoder(vlm_tokenizer_dir, image_processor)
+    (planned,) = list(light.encode_sample(sample))
+    (doc,) = list(
+        _encoder(vlm_tokenizer_dir, image_processor, light_media=False).encode_sample(sample)
+    )
+    assert isinstance(planned, LightMultimodalDocument)
+    # 28x56 -> 2 tokens, 56x84 -> 6, 4 frames of 56x56 -> 2 temporal patches x 4 = 8.
+    assert planned.media_load == doc.media_load == light.materialize(planned).media_load == (16, 3)
+
+
+@pytest.mark.parametrize("carry_over", [None, CarryOver(max_age=3)])
+def test_loader_keeps_the_budgets_and_counts_what_cannot_fit(
+    conversation_dataset, vlm_tokenizer_dir, image_processor, carry_over
+) -> None:
+    path, keys, records = conversation_dataset
+    # Two media items per pack: the three-image conversations can never be packed.
+    enc = _encoder(
+        vlm_tokenizer_dir,
+        image_processor,
+        max_media_tokens_per_pack=10,
+        max_media_per_pack=2,
+        step_packs=2,
+        carry_over=carry_over,
+    )
+    packs = list(make_loader(path, enc, packing_buffer_size=6))
+    over = [k for k, r in records.items() if LOADS[r["id"] % 4] == (12, 3)]
+    assert len(over) == 4
+    assert_each_sample_once(packs, keys, dropped=over)
+    for pack in packs:
+        tokens, items = _pack_load(pack)
+        assert tokens <= 10 and items <= 2
+    counts = sum((p.counts for p in packs), PackingCounts())
+    assert counts.dropped_overlong == 4 and counts.documents == len(keys) - 4
+    assert set(enc.stats.dropped_keys) == set(over)
+    # The budgets bind: without them some pack holds more than 10 media tokens or 2 items.
+    free = list(
+        make_loader(path, _encoder(vlm_tokenizer_dir, image_processor), packing_buffer_size=6)
+    )
+    assert any(_pack_load(p)[0] > 10 or _pack_load(p)[1] > 2 for p in free)
+    assert sorted(k for p in free for k in member_keys(p)) == sorted(keys)
+
+
+def test_over_budget_drop_is_logged_with_key_and_reason(
+    vlm_tokenizer_dir, image_processor, caplog
+) -> None:
+    sample = ConversationSample(
+        __key__="big",
+        __restore_key__=(),
+        conversation=[
+            {"role": "user", "content": "<image> hi"},
+            {"role": "assistant", "content": "x"},
+        ],
+        images=[png(56, 84, 3)],
+    )
+    enc = _encoder(vlm_tokenizer_dir, image_processor, max_media_tokens_per_pack=4)
+    with caplog.at_level("WARNING", logger="energon_pack.stats"):
+        assert list(enc.encode_sample(sample)) == []
+    assert enc.stats.dropped_overlong == 1
+    assert "'big'" in caplog.text and "6 media tokens > max_media_tokens_per_pack=4" in caplog.text

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from conftest import VLM_PACK_SIZE, png
 
-from energon_pack.algorithms import CarryOver
+from energon_pack.algorithms import CarryOver, MediaLoad, PackingSpec, simulate_packs
 from energon_pack.samples import LightMultimodalDocument, PackingCounts
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, ConversationSample
 from energon_pack.testing import assert_each_sample_once, member_keys
@@ -104,3 +104,37 @@ def test_over_budget_drop_is_logged_with_key_and_reason(
         assert list(enc.encode_sample(sample)) == []
     assert enc.stats.dropped_overlong == 1
     assert "'big'" in caplog.text and "6 media tokens > max_media_tokens_per_pack=4" in caplog.text
+
+
+class Recording(ConversationPackingTaskEncoder):
+    """Records each document's key, length and media load as selection first sees it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: dict[str, tuple[int, tuple[int, int]]] = {}
+
+    def select_samples_to_pack(self, samples: list[Any]) -> list[list[Any]]:
+        for s in samples:
+            self.seen.setdefault(s.__key__, (len(s.tokens), s.media_load))
+        return super().select_samples_to_pack(samples)
+
+
+@pytest.mark.parametrize("carry_over", [None, CarryOver(max_age=3)])
+def test_loader_packs_equal_simulate_with_media(
+    conversation_dataset, vlm_tokenizer_dir, image_processor, carry_over
+) -> None:
+    path = conversation_dataset[0]
+    fields = dict(
+        pack_size=VLM_PACK_SIZE,
+        max_media_tokens_per_pack=14,
+        max_media_per_pack=3,
+        step_packs=2,
+        carry_over=carry_over,
+    )
+    enc = Recording(vlm_tokenizer_dir, image_processor, **fields)
+    packs = [p.sample_keys for p in make_loader(path, enc, packing_buffer_size=8)]
+    keys = list(enc.seen)
+    lengths = [enc.seen[k][0] for k in keys]
+    media = MediaLoad.of(enc.seen[k][1] for k in keys)
+    simulated = simulate_packs(lengths, PackingSpec(**fields), 8, media=media)
+    assert packs == [[keys[i] for i in pack] for pack in simulated]

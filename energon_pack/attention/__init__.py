@@ -41,7 +41,7 @@ from energon_pack.attention._flex import (
 )
 from energon_pack.attention._layer_masks import hf_attention_mask, local_attention_mask
 from energon_pack.attention._masks import additive_mask, dense_block_causal_mask
-from energon_pack.attention._mrope import mrope_position_ids
+from energon_pack.attention._mrope import frame_runs, mrope_position_ids
 from energon_pack.attention._windows import (
     LAYER_TYPES,
     LocalAttention,
@@ -70,6 +70,7 @@ __all__ = [
     "document_metadata",
     "flash_attn_kwargs",
     "flash_window_size",
+    "frame_runs",
     "hf_attention_mask",
     "hf_kwargs",
     "hf_labels",

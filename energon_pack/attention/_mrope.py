@@ -22,6 +22,11 @@ Videos are runs too. Their temporal row steps by a *time interval* per temporal 
 Qwen2.5-VL (``(arange(t) * interval).long()``, as ``get_vision_position_ids`` does). A video of
 grid ``(2, 2, 2)`` (2 temporal patches, 1 token each) with interval 50 at position 3 gives
 temporal ``3, 53`` and height/width ``3, 3``; the text after it starts at ``3 + 1 = 4``.
+
+Qwen3-VL videos put text (a timestamp, vision end/start) between temporal patches; its
+``get_rope_index`` treats each temporal patch as a run of grid ``(1, h, w)`` and the text
+between as text. :func:`frame_runs` splits such a video span into those runs (found from the
+tokens), so the same function gives Qwen3-VL's positions.
 """
 
 from __future__ import annotations
@@ -30,7 +35,40 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["mrope_position_ids"]
+__all__ = ["frame_runs", "mrope_position_ids"]
+
+
+def frame_runs(
+    tokens: torch.Tensor, span: Sequence[int], grid: Sequence[int], *, spatial_merge_size: int = 2
+) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
+    """A video's mRoPE runs: the span itself, or one ``(1, h, w)`` run per temporal patch when
+    text separates the patches (Qwen3-VL timestamps).
+
+    The placeholder token is ``tokens[start]``; each patch is a maximal run of it. Tokens
+    ``[v v x x v v]`` with span ``(0, 6)`` and grid ``(2, 2, 4)`` (2 tokens a patch) ->
+    ``[(0, 2), (4, 6)]``, ``[(1, 2, 4), (1, 2, 4)]``.
+
+    Raises:
+        ValueError: when the runs do not match the grid (``t`` runs of ``h*w/m**2`` tokens).
+    """
+    start, end = int(span[0]), int(span[1])
+    t, h, w = (int(x) for x in grid)
+    per_patch = (h // spatial_merge_size) * (w // spatial_merge_size)
+    if end - start == t * per_patch:
+        return [(start, end)], [(t, h, w)]
+    is_pad = (tokens[start:end] == tokens[start]).tolist()
+    runs: list[tuple[int, int]] = []
+    for i, pad in enumerate(is_pad):
+        if pad and (i == 0 or not is_pad[i - 1]):
+            runs.append((start + i, start + i))
+        if pad:
+            runs[-1] = (runs[-1][0], start + i + 1)
+    if len(runs) != t or any(e - s != per_patch for s, e in runs):
+        raise ValueError(
+            f"video span [{start}, {end}) holds placeholder runs {[e - s for s, e in runs]} but "
+            f"grid (t={t}, h={h}, w={w}) with merge {spatial_merge_size} needs {t} of {per_patch}"
+        )
+    return runs, [(1, h, w)] * t
 
 
 def mrope_position_ids(

@@ -29,12 +29,14 @@ from energon_pack.encoding._media import (
     MediaProcessor,
     ProcessedMedia,
     expand_placeholders,
+    frame_timestamps,
     to_pil_image,
 )
 from energon_pack.encoding._overlong import (
     apply_overlong_policy,
     slice_document,
 )
+from energon_pack.encoding._pixels import FastPixels, PendingPixels
 from energon_pack.encoding._stateless import (
     SeedSource,
     current_seed_args,
@@ -58,7 +60,9 @@ __all__ = [
     "current_seed_args",
     "DocumentTokenizer",
     "expand_placeholders",
+    "FastPixels",
     "FatalOverlongSampleError",
+    "frame_timestamps",
     "header_size",
     "kept_items",
     "load_tokenizer",
@@ -67,6 +71,7 @@ __all__ = [
     "MediaPlanner",
     "MediaProcessor",
     "PackingStats",
+    "PendingPixels",
     "ProcessedMedia",
     "resolve_light_media",
     "restoring_item",

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import torch
 from megatron.energon import edataclass
 
-from energon_pack.attention import mrope_position_ids
+from energon_pack.attention import frame_runs, mrope_position_ids
 from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch, _stack_mrope
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample, slice_media
 from energon_pack.samples._packed import (
@@ -58,8 +58,7 @@ class EncodedMultimodalSample(EncodedCaptioningSample):
     @property
     def num_media_tokens(self) -> int:
         """Image plus video placeholder tokens of the document."""
-        spans = torch.cat([self.image_spans.view(-1, 2), self.video_spans.view(-1, 2)])
-        return int((spans[:, 1] - spans[:, 0]).sum())
+        return _media_tokens(self.tokens, self.image_spans, self.video_spans)
 
     def media_spans(self) -> torch.Tensor:
         """Image and video spans, ``(num_images + num_videos, 2)`` int64, by start."""
@@ -81,17 +80,37 @@ class EncodedMultimodalSample(EncodedCaptioningSample):
         return fields
 
 
-def _runs(doc: EncodedMultimodalSample, tokens_per_second: float | None) -> tuple[Any, Any, Any]:
-    """A document's image and video runs in token order: spans, grids, time intervals."""
+def _media_tokens(tokens: torch.Tensor, image_spans: Any, video_spans: Any) -> int:
+    """Placeholder tokens in the spans. A Qwen3-VL video span also holds the timestamps and
+    vision start/end between its frames, which are text: a span that starts and ends with the
+    same token counts that token only; any other span counts its length."""
+    spans = torch.cat([image_spans.view(-1, 2), video_spans.view(-1, 2)])
+    n = int((spans[:, 1] - spans[:, 0]).sum())
+    for s, e in video_spans.view(-1, 2).tolist():
+        if e - s > 1 and tokens[s] == tokens[e - 1]:
+            n -= int((tokens[s:e] != tokens[s]).sum())
+    return n
+
+
+def _runs(
+    doc: EncodedMultimodalSample, tokens_per_second: float | None, merge: int
+) -> tuple[Any, Any, Any]:
+    """A document's image and video runs in token order: spans, grids, time intervals (a
+    Qwen3-VL video is one run per temporal patch, see ``frame_runs``)."""
     videos = doc.video_grid_thw.view(-1, 3)
     per_video = (
         [1.0] * len(videos)
         if tokens_per_second is None
         else (doc.video_second_per_grid.view(-1) * tokens_per_second).tolist()
     )
-    spans = torch.cat([doc.image_spans.view(-1, 2), doc.video_spans.view(-1, 2)])
-    grids = torch.cat([doc.image_grid_thw.view(-1, 3), videos])
-    intervals = [1.0] * len(doc.image_grid_thw.view(-1, 3)) + per_video
+    spans, grids = doc.image_spans.view(-1, 2).tolist(), doc.image_grid_thw.view(-1, 3).tolist()
+    intervals = [1.0] * len(grids)
+    for span, grid, interval in zip(doc.video_spans.view(-1, 2), videos, per_video):
+        runs, run_grids = frame_runs(doc.tokens, span, grid, spatial_merge_size=merge)
+        spans, grids = spans + runs, grids + run_grids
+        intervals += [interval] * len(runs)
+    spans = torch.tensor(spans, dtype=torch.int64).view(-1, 2)
+    grids = torch.tensor(grids, dtype=torch.int64).view(-1, 3)
     order = torch.argsort(spans[:, 0], stable=True)
     return spans[order], grids[order], [intervals[i] for i in order.tolist()]
 
@@ -132,7 +151,7 @@ class PackedMultimodalSample(PackedCaptioningSample):
         if mrope:
             per_document = []
             for s, n, padded in zip(samples, layout.lengths, layout.padded):
-                spans, grids, intervals = _runs(s, tokens_per_second)
+                spans, grids, intervals = _runs(s, tokens_per_second, spatial_merge_size)
                 per_document.append(
                     mrope_position_ids(
                         n,
@@ -149,8 +168,7 @@ class PackedMultimodalSample(PackedCaptioningSample):
     @property
     def num_media_tokens(self) -> int:
         """Image plus video placeholder tokens of the pack."""
-        spans = torch.cat([self.image_spans.view(-1, 2), self.video_spans.view(-1, 2)])
-        return int((spans[:, 1] - spans[:, 0]).sum())
+        return _media_tokens(self.tokens, self.image_spans, self.video_spans)
 
 
 @edataclass

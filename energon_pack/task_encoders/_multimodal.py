@@ -20,6 +20,16 @@ Example (the test tokenizer's template ``<|role|> text``, one 64x48 image -> 4 t
     <|user|> <img>*4 what is it <|assistant|> a cat </s>
        F       F     F    F  F       F        T  T   T      (loss_mask)
 
+Qwen3-VL videos (``video_timestamps=True``): as its processor does (transformers 5.23), the
+video placeholder inside ``<|vision_start|>...<|vision_end|>`` becomes one group per temporal
+patch, ``<{t:.1f} seconds><|vision_start|><|video_pad|>*n<|vision_end|>``, where ``t`` is the
+mean time of the patch's frames (frames as given, at the video's fps; see
+:func:`~energon_pack.encoding.frame_timestamps`). The video's span runs from its first frame's
+first placeholder to its last frame's last one (never cut), and ``video_grid_thw`` stays one row
+per video. A 3-frame video at 1 fps, grid ``(2, 4, 2)`` (2 tokens a frame)::
+
+    <vs> <0.5 seconds> <vs> <vid> <vid> <ve> <2.0 seconds> <vs> <vid> <vid> <ve> <ve>
+
 A conversation without any tag but with images gets the tags in front of its first user turn
 (LLaVA's convention). Tags and media that do not match are a ``ValueError`` naming the sample
 (energon's error handler logs and skips it). Override :meth:`augment_image` /
@@ -41,6 +51,7 @@ conversation encoders share.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
@@ -52,6 +63,7 @@ from energon_pack.encoding import (
     ProcessedMedia,
     check_planned,
     expand_placeholders,
+    frame_timestamps,
     kept_items,
     to_pil_image,
 )
@@ -92,6 +104,9 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         use_chat_template: Render with the tokenizer's chat template (``None``: if it has one).
         mrope: Add 3-row mRoPE position ids to each pack.
         tokens_per_second: Qwen2.5-VL's temporal scale for videos (``None``: step 1, Qwen2-VL).
+        video_timestamps: Qwen3-VL's video layout: each temporal patch is its own
+            ``<{t:.1f} seconds><|vision_start|><|video_pad|>*n<|vision_end|>`` group (see the
+            module docstring); needs the vision start/end tokens.
         default_fps: Frames per second of a video whose sample gives none.
         add_bos, add_eos, eod_token_id: Without a chat template, as in ``LLMPackingTaskEncoder``.
         light_media: Buffer planned documents, decode media after selection (``None``: where
@@ -122,6 +137,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         use_chat_template: bool | None = None,
         mrope: bool = False,
         tokens_per_second: float | None = None,
+        video_timestamps: bool = False,
         default_fps: float = 2.0,
         add_bos: bool | None = None,
         add_eos: bool | None = None,
@@ -143,6 +159,14 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             for tag, token in ((self.image_tag, image_token), (self.video_tag, video_token))
             if token is not None  # no video token: a <video> tag is an error (tag count check)
         }
+        if video_timestamps and not wrap:
+            raise ValueError(
+                "video_timestamps=True (Qwen3-VL) wraps each video frame in vision start/end "
+                f"tokens, but the tokenizer lacks {vision_start_token!r} or {vision_end_token!r}."
+            )
+        self._vision_ids = (start, end)
+        self.video_timestamps = video_timestamps
+        self._stamps: dict[str, list[int]] = {}
         self.mrope = mrope
         self.tokens_per_second = tokens_per_second
         self.default_fps = default_fps
@@ -192,14 +216,14 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         key = sample.__key__  # type: ignore[attr-defined]
         planned = self._planned(images, videos, key)
         image_media, video_media = planned or self._processed(images, videos, key)
-        second_per_grid = torch.tensor(
-            [self.media.temporal_patch_size / (f or self.default_fps) for f in fps],
-            dtype=torch.float32,
+        fps = [f or self.default_fps for f in fps]
+        timing = VideoTiming(
+            torch.tensor([self.media.temporal_patch_size / f for f in fps], dtype=torch.float32),
+            [len(v) for v in videos],
+            fps,
         )
         for doc_key, messages in self.to_conversation(sample):
-            doc = self._document(
-                sample, doc_key, messages, image_media, video_media, second_per_grid
-            )
+            doc = self._document(sample, doc_key, messages, image_media, video_media, timing)
             if self._media_over_pack(doc):
                 continue
             if planned is not None:
@@ -285,7 +309,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         messages: list[Message],
         images: Any,
         videos: Any,
-        second_per_grid: torch.Tensor,
+        timing: VideoTiming,
     ) -> EncodedMultimodalSample:
         messages = self._with_placeholders(
             key, messages, len(images.num_tokens), len(videos.num_tokens)
@@ -299,9 +323,15 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         if not any(loss_mask):  # nothing to learn: an empty document, dropped and counted
             tokens, loss_mask = [], []
             counts = {}
+        elif videos.num_tokens and self.video_timestamps:
+            tokens, loss_mask = self._timestamped(key, tokens, loss_mask, videos.grid_thw, timing)
+            counts[self.video_token_id] = self._frame_tokens(videos.grid_thw)
         ids, mask, spans = expand_placeholders(tokens, loss_mask, counts, key=key)
         if not counts:
             images, videos = self.media.empty(), self.media.empty()
+        video_spans = spans.get(self.video_token_id, []) if counts else []
+        if counts and self.video_timestamps:  # one span per video: first to last frame
+            video_spans = _joined(video_spans, videos.grid_thw[:, 0].tolist())
         return EncodedMultimodalSample.derive_from(
             sample,
             __key__=key,
@@ -312,9 +342,59 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             image_spans=_spans(spans.get(self.image_token_id, [])),
             pixel_values_videos=videos.pixel_values,
             video_grid_thw=videos.grid_thw,
-            video_spans=_spans(spans.get(self.video_token_id, []) if counts else []),
-            video_second_per_grid=second_per_grid if counts else torch.zeros(0),
+            video_spans=_spans(video_spans),
+            video_second_per_grid=timing.second_per_grid if counts else torch.zeros(0),
         )
+
+    def _frame_tokens(self, grid_thw: torch.Tensor) -> list[int]:
+        """Placeholder tokens of each frame group (temporal patch) of each video, in order."""
+        m2 = self.media.merge_size**2
+        return [int(h * w) // m2 for t, h, w in grid_thw.view(-1, 3).tolist() for _ in range(t)]
+
+    def _timestamped(
+        self,
+        key: str,
+        tokens: list[int],
+        loss_mask: list[bool],
+        grid_thw: torch.Tensor,
+        timing: VideoTiming,
+    ) -> tuple[list[int], list[bool]]:
+        """Each video placeholder replaced by one ``<t seconds> start pad end`` group per
+        temporal patch (Qwen3-VL), no loss on them; one pad each, expanded afterwards."""
+        pad = self.video_token_id
+        grids = grid_thw.view(-1, 3).tolist()
+        if tokens.count(pad) != len(grids):
+            raise ValueError(
+                f"sample {key!r}: {tokens.count(pad)} video placeholder(s) in the rendered text "
+                f"but {len(grids)} video(s); give one tag per video."
+            )
+        start, end = self._vision_ids
+        out_tokens: list[int] = []
+        out_mask: list[bool] = []
+        videos = iter(zip(grids, timing.frames, timing.fps))
+        for t, m in zip(tokens, loss_mask):
+            if t != pad:
+                out_tokens.append(t)
+                out_mask.append(m)
+                continue
+            (gt, _, _), frames, fps = next(videos)
+            times = frame_timestamps(frames, fps, self.media.temporal_patch_size)
+            if len(times) != gt:
+                raise ValueError(
+                    f"sample {key!r}: {frames} frames make {len(times)} temporal patches but the "
+                    f"processor's grid has {gt}; frames are taken as sampled (no resampling)."
+                )
+            for seconds in times:
+                group = [*self._stamp(f"<{seconds:.1f} seconds>"), start, pad, end]
+                out_tokens.extend(group)
+                out_mask.extend([False] * len(group))
+        return out_tokens, out_mask
+
+    def _stamp(self, text: str) -> list[int]:
+        """Token ids of a timestamp text (cached: videos repeat the same few)."""
+        if text not in self._stamps:
+            self._stamps[text] = self.tokenizer.encode_text(text)
+        return self._stamps[text]
 
     def _with_placeholders(
         self, key: str, messages: list[Message], n_images: int, n_videos: int
@@ -383,3 +463,24 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
 
 def _spans(spans: Sequence[tuple[int, int]]) -> torch.Tensor:
     return torch.tensor(list(spans), dtype=torch.int64).view(-1, 2)
+
+
+def _joined(frame_spans: Sequence[tuple[int, int]], frames: Sequence[int]) -> list[tuple[int, int]]:
+    """Per-frame spans joined per video: ``[(2, 4), (9, 11)]`` with ``[2]`` -> ``[(2, 11)]``."""
+    out, i = [], 0
+    for n in frames:
+        out.append((frame_spans[i][0], frame_spans[i + n - 1][1]))
+        i += n
+    return out
+
+
+@dataclass(frozen=True)
+class VideoTiming:
+    """The timing of a sample's videos."""
+
+    #: (num_videos,) float32 seconds per temporal patch (``temporal_patch_size / fps``).
+    second_per_grid: torch.Tensor
+    #: Frames of each video as given (before padding to the temporal patch).
+    frames: list[int]
+    #: Frames per second of each video.
+    fps: list[float]

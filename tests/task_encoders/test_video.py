@@ -6,6 +6,7 @@ videos, never through them."""
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pytest
 import torch
@@ -91,3 +92,123 @@ def test_a_video_document_longer_than_the_pack_is_cut_around_the_video(
         assert list(enc.stats.dropped_keys) == ["v"] and enc.stats.dropped_overlong == 1
     with pytest.raises(OverlongSampleError, match="'v'"):
         list(encoder(6, "error").encode_sample(sample))
+
+
+@pytest.fixture(scope="module")
+def stamp_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A tokenizer that knows digits (timestamps are not all ``<unk>``) and the VLM tokens."""
+    from conftest import VLM_TOKENS
+    from transformers import AutoTokenizer
+
+    from energon_pack.testing import make_tokenizer, synthetic_texts
+
+    path = tmp_path_factory.mktemp("stamp_tok")
+    make_tokenizer(path, [*synthetic_texts(100, seed=2), "< 0 1 2 3 4 5 6 7 8 9 . seconds >"])
+    tok = AutoTokenizer.from_pretrained(path)
+    tok.add_tokens(VLM_TOKENS, special_tokens=True)
+    tok.save_pretrained(path)
+    return path
+
+
+def qwen3_sample() -> ConversationSample:
+    """An image and two videos: 3 frames at 1 fps (times 0.5, 2.0), 4 frames at the default
+    2 fps (times 0.2 (0.25 rounds half to even), 1.2 (1.25))."""
+    return ConversationSample(
+        __key__="q3",
+        __restore_key__=(),
+        conversation=[
+            {"role": "user", "content": "<video> and <image> and <video>"},
+            {"role": "assistant", "content": "a seed"},
+        ],
+        images=[png(56, 28, seed=9)],
+        videos=[[png(28, 56, seed=i) for i in range(3)], [png(56, 56, seed=i) for i in range(4)]],
+        video_fps=[1.0, None],
+    )
+
+
+def qwen3_vl_processor(tokenizer: Any, image_processor: Any) -> Any:
+    """transformers' ``Qwen3VLProcessor`` with its own token expansion methods. Its constructor
+    checks the video processor class through a mapping that needs torchvision (absent here),
+    so the instance is made without it and given what those methods read."""
+    import warnings
+
+    from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        video_processor = Qwen3VLVideoProcessor(patch_size=14, temporal_patch_size=2, merge_size=2)
+    processor = object.__new__(Qwen3VLProcessor)
+    processor.tokenizer = tokenizer
+    processor.image_processor = image_processor
+    processor.video_processor = video_processor
+    processor.image_token, processor.video_token = "<|image_pad|>", "<|video_pad|>"
+    processor.vision_start_token, processor.vision_end_token = "<|vision_start|>", "<|vision_end|>"
+    return processor
+
+
+@pytest.mark.parametrize("light", [False, True])
+def test_qwen3_vl_video_document_equals_the_processor_output(
+    stamp_tokenizer_dir, image_processor, light: bool
+) -> None:
+    """Tokens equal what transformers' ``Qwen3VLProcessor`` makes of the same chat-rendered
+    text (its own ``replace_video_token`` / ``replace_image_token`` expansion, then its
+    tokenizer); stock and light buffers give the same document."""
+    from transformers.video_utils import VideoMetadata
+
+    from energon_pack.encoding import load_tokenizer
+
+    enc = ConversationPackingTaskEncoder(
+        stamp_tokenizer_dir,
+        image_processor,
+        pack_size=256,
+        video_timestamps=True,
+        light_media=light,
+    )
+    (doc,) = enc.encode_sample(qwen3_sample())
+    doc = enc.materialize(doc)
+    tok = load_tokenizer(stamp_tokenizer_dir)
+    processor = qwen3_vl_processor(tok, image_processor)
+    placeholder = "<|vision_start|>{}<|vision_end|>"
+    text = tok.apply_chat_template(
+        [
+            {
+                "role": "user",
+                "content": "{v} and {i} and {v}".format(
+                    v=placeholder.format("<|video_pad|>"), i=placeholder.format("<|image_pad|>")
+                ),
+            },
+            {"role": "assistant", "content": "a seed"},
+        ],
+        tokenize=False,
+    )
+    images = {"image_grid_thw": doc.image_grid_thw}
+    metadata = [
+        VideoMetadata(total_num_frames=n, fps=f, frames_indices=list(range(n)))
+        for n, f in ((3, 1.0), (4, 2.0))
+    ]
+    videos = {"video_grid_thw": doc.video_grid_thw, "video_metadata": metadata}
+    (expanded,), _ = processor.get_text_with_replacements(
+        [text],
+        [processor.replace_image_token(images, 0)],
+        [processor.replace_video_token(videos, i) for i in range(2)],
+    )
+    assert "<0.5 seconds><|vision_start|>" in expanded and "<1.2 seconds>" in expanded
+    assert doc.tokens.tolist() == processor.tokenizer(expanded)["input_ids"]
+    assert doc.video_grid_thw.tolist() == [[2, 4, 2], [2, 4, 4]]
+    # the spans run from each video's first placeholder to its last; only placeholders count
+    (s0, e0), (s1, e1) = doc.video_spans.tolist()
+    pads = (doc.tokens == enc.video_token_id).nonzero().view(-1).tolist()
+    assert (s0, e1) == (pads[0], pads[-1] + 1) and doc.num_media_tokens == 2 + 4 + 8
+    assert int((doc.tokens[s0:e0] == enc.video_token_id).sum()) == 4
+    stock = ConversationPackingTaskEncoder(
+        stamp_tokenizer_dir,
+        image_processor,
+        pack_size=256,
+        video_timestamps=True,
+        light_media=False,
+    )
+    (ref,) = stock.encode_sample(qwen3_sample())
+    assert torch.equal(doc.tokens, ref.tokens) and torch.equal(doc.loss_mask, ref.loss_mask)
+    torch.testing.assert_close(doc.pixel_values_videos, ref.pixel_values_videos, rtol=0, atol=0)
+    assert torch.equal(doc.video_spans, ref.video_spans)

@@ -2,7 +2,7 @@
 """The proof: a pack of documents with 0, 1 and 3 images and a video gives, on tiny random
 Qwen2-VL / Qwen2.5-VL / Qwen3-VL, the logits of each document run alone (fp32, 1e-5), the same
 token-weighted loss, and mRoPE positions equal to the model's own ``get_rope_index`` per
-document (Qwen2.5-VL's video time scaling included)."""
+document (Qwen2.5-VL's video time scaling and Qwen3-VL's per-frame timestamps included)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ def frames(n: int, size: int, seed: int) -> list[bytes]:
     return [png(size, size, seed=seed * 10 + i) for i in range(n)]
 
 
-def samples(size: int, with_video: bool) -> list[ConversationSample]:
-    """Documents with 0, 1 and 3 images (and one with a 3-frame video at fps 1)."""
+def samples(size: int) -> list[ConversationSample]:
+    """Documents with 0, 1 and 3 images, one with a 3-frame video at fps 1, and one with an
+    image, then a 5-frame video at fps 2 (Qwen3-VL: 3 timestamped frame groups)."""
 
     def conv(key: str, turns: list[str], **media: Any) -> ConversationSample:
         roles = ["user", "assistant"] * len(turns)
@@ -43,9 +44,17 @@ def samples(size: int, with_video: bool) -> list[ConversationSample]:
             images=[png(size, size, 2), png(2 * size, size, 3), png(size, 3 * size, 4)],
         ),
     ]
-    if with_video:
-        out.append(conv("video", ["<video> is it", "a batch"], videos=[frames(3, size, 5)]))
-        out[-1].video_fps = [1.0]
+    out.append(conv("video", ["<video> is it", "a batch"], videos=[frames(3, size, 5)]))
+    out[-1].video_fps = [1.0]
+    out.append(
+        conv(
+            "mixed",
+            ["<image> and <video>", "the seed", "and then", "a token"],
+            images=[png(size, 2 * size, 6)],
+            videos=[frames(5, size, 7)],
+            video_fps=[2.0],
+        )
+    )
     return out
 
 
@@ -78,20 +87,22 @@ def test_packed_equals_each_document_alone(family: str, vlm_tokenizer_dir, vlm_t
         patch_size=patch, min_pixels=size * size, max_pixels=9 * size * size
     )
     tps = TOKENS_PER_SECOND if family == "qwen2_5_vl" else None
+    qwen3 = family == "qwen3_vl"
     enc = ConversationPackingTaskEncoder(
-        vlm_tokenizer_dir, processor, pack_size=512, mrope=True, tokens_per_second=tps
+        vlm_tokenizer_dir,
+        processor,
+        pack_size=512,
+        mrope=True,
+        tokens_per_second=tps,
+        video_timestamps=qwen3,
     )
     names = ("image", "video", "vision_start", "vision_end")
     tokens = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
     ids = {n: vlm_tokenizer.convert_tokens_to_ids(t) for n, t in zip(names, tokens)}
-    # Qwen3-VL videos interleave timestamps per frame (not built by this encoder): images only.
     # materialize: the media of light documents (planned in encode_sample) decoded, as energon's
     # post-encoder does for packed members
-    docs = [
-        enc.materialize(d)
-        for s in samples(size, family != "qwen3_vl")
-        for d in enc.encode_sample(s)
-    ]
+    docs = [enc.materialize(d) for s in samples(size) for d in enc.encode_sample(s)]
+    assert [len(d.video_grid_thw) for d in docs] == [0, 0, 0, 1, 1]
     pack = pack_documents(docs, **enc.pack_options())
     batch = collate_packs([pack], pad_to=pack.length + 7)  # tail padding too
     model = tiny_vlm(family, len(vlm_tokenizer), ids)
@@ -111,6 +122,13 @@ def test_packed_equals_each_document_alone(family: str, vlm_tokenizer_dir, vlm_t
         start += n
     assert count == int((batch.labels != -100).sum())
     assert float(out.loss) == pytest.approx(total / count, rel=1e-5)
+    if qwen3:  # one timestamped group per temporal patch: 2 and 3 groups, text between them
+        stamps = [t for d in docs for t in d.tokens.tolist() if t == ids["vision_start"]]
+        assert len(stamps) == 5 + (1 + 2) + (1 + 3)  # 5 images; videos: outer + per group
+        assert pack.num_media_tokens == sum(
+            int(torch.isin(d.tokens, torch.tensor([ids["image"], ids["video"]])).sum())
+            for d in docs
+        )
     if family == "qwen2_5_vl":  # the video's temporal row steps by tokens_per_second * 2 s
         (s, e) = pack.video_spans[0].tolist()
         assert sorted(set(pack.mrope_position_ids[0, s:e].tolist()))[1:2] == [

@@ -29,7 +29,6 @@ from energon_pack.encoding._media import (
     MediaProcessor,
     ProcessedMedia,
     expand_placeholders,
-    frame_timestamps,
     to_pil_image,
 )
 from energon_pack.encoding._overlong import (
@@ -51,6 +50,11 @@ from energon_pack.encoding._tokenization import (
     DocumentTokenizer,
     load_tokenizer,
     masked_document,
+)
+from energon_pack.encoding._video_layout import (
+    TimestampedVideos,
+    VideoTiming,
+    frame_timestamps,
 )
 
 __all__ = [
@@ -82,6 +86,8 @@ __all__ = [
     "slice_document",
     "small_buffer_message",
     "SmallPackingBufferWarning",
+    "TimestampedVideos",
     "to_pil_image",
+    "VideoTiming",
     "warn_if_buffer_too_small",
 ]

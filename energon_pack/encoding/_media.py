@@ -32,7 +32,6 @@ __all__ = [
     "MediaProcessor",
     "ProcessedMedia",
     "expand_placeholders",
-    "frame_timestamps",
     "to_pil_image",
 ]
 
@@ -147,21 +146,6 @@ class MediaProcessor:
         gt = len(frames) // step
         video = per_frame.view(gt, step, gh * gw, 3, pp).permute(0, 2, 3, 1, 4)
         return video.reshape(gt * gh * gw, 3 * step * pp), [gt, gh, gw]
-
-
-def frame_timestamps(num_frames: int, fps: float, temporal_patch_size: int = 2) -> list[float]:
-    """Seconds of each temporal patch of ``num_frames`` frames sampled at ``fps``, as Qwen3-VL's
-    processor computes them (``Qwen3VLProcessor._calculate_timestamps`` with frame indices
-    ``0..num_frames-1``): the frame count is padded with the last index to a multiple of
-    ``temporal_patch_size``, and each patch gets the mean of its first and last frame's time.
-
-    ``frame_timestamps(3, 1.0)`` -> indices ``[0, 1, 2, 2]`` -> ``[0.5, 2.0]``.
-    """
-    indices = list(range(num_frames))
-    indices += [num_frames - 1] * (-num_frames % temporal_patch_size)
-    times = [i / fps for i in indices]
-    step = temporal_patch_size
-    return [(times[i] + times[i + step - 1]) / 2 for i in range(0, len(times), step)]
 
 
 def expand_placeholders(

@@ -51,7 +51,6 @@ conversation encoders share.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
@@ -61,9 +60,10 @@ from energon_pack.encoding import (
     DocumentTokenizer,
     MediaProcessor,
     ProcessedMedia,
+    TimestampedVideos,
+    VideoTiming,
     check_planned,
     expand_placeholders,
-    frame_timestamps,
     kept_items,
     to_pil_image,
 )
@@ -159,14 +159,25 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             for tag, token in ((self.image_tag, image_token), (self.video_tag, video_token))
             if token is not None  # no video token: a <video> tag is an error (tag count check)
         }
-        if video_timestamps and not wrap:
+        if video_timestamps and (not wrap or self.video_token_id is None):
             raise ValueError(
                 "video_timestamps=True (Qwen3-VL) wraps each video frame in vision start/end "
-                f"tokens, but the tokenizer lacks {vision_start_token!r} or {vision_end_token!r}."
+                f"tokens, but the tokenizer lacks {vision_start_token!r}, {vision_end_token!r} "
+                f"or the video token {video_token!r}."
             )
-        self._vision_ids = (start, end)
         self.video_timestamps = video_timestamps
-        self._stamps: dict[str, list[int]] = {}
+        self._timestamps = (
+            TimestampedVideos(
+                self.tokenizer.encode_text,
+                pad=self.video_token_id,
+                start=start,
+                end=end,
+                temporal_patch_size=self.media.temporal_patch_size,
+                merge_size=self.media.merge_size,
+            )
+            if video_timestamps and self.video_token_id is not None and wrap
+            else None
+        )
         self.mrope = mrope
         self.tokens_per_second = tokens_per_second
         self.default_fps = default_fps
@@ -323,15 +334,16 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         if not any(loss_mask):  # nothing to learn: an empty document, dropped and counted
             tokens, loss_mask = [], []
             counts = {}
-        elif videos.num_tokens and self.video_timestamps:
-            tokens, loss_mask = self._timestamped(key, tokens, loss_mask, videos.grid_thw, timing)
-            counts[self.video_token_id] = self._frame_tokens(videos.grid_thw)
+        elif videos.num_tokens and self._timestamps is not None:
+            stamped = self._timestamps
+            tokens, loss_mask = stamped.expand(key, tokens, loss_mask, videos.grid_thw, timing)
+            counts[self.video_token_id] = stamped.frame_tokens(videos.grid_thw)
         ids, mask, spans = expand_placeholders(tokens, loss_mask, counts, key=key)
         if not counts:
             images, videos = self.media.empty(), self.media.empty()
         video_spans = spans.get(self.video_token_id, []) if counts else []
-        if counts and self.video_timestamps:  # one span per video: first to last frame
-            video_spans = _joined(video_spans, videos.grid_thw[:, 0].tolist())
+        if counts and self._timestamps is not None:  # one span per video: first to last frame
+            video_spans = self._timestamps.join_spans(video_spans, videos.grid_thw)
         return EncodedMultimodalSample.derive_from(
             sample,
             __key__=key,
@@ -345,56 +357,6 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             video_spans=_spans(video_spans),
             video_second_per_grid=timing.second_per_grid if counts else torch.zeros(0),
         )
-
-    def _frame_tokens(self, grid_thw: torch.Tensor) -> list[int]:
-        """Placeholder tokens of each frame group (temporal patch) of each video, in order."""
-        m2 = self.media.merge_size**2
-        return [int(h * w) // m2 for t, h, w in grid_thw.view(-1, 3).tolist() for _ in range(t)]
-
-    def _timestamped(
-        self,
-        key: str,
-        tokens: list[int],
-        loss_mask: list[bool],
-        grid_thw: torch.Tensor,
-        timing: VideoTiming,
-    ) -> tuple[list[int], list[bool]]:
-        """Each video placeholder replaced by one ``<t seconds> start pad end`` group per
-        temporal patch (Qwen3-VL), no loss on them; one pad each, expanded afterwards."""
-        pad = self.video_token_id
-        grids = grid_thw.view(-1, 3).tolist()
-        if tokens.count(pad) != len(grids):
-            raise ValueError(
-                f"sample {key!r}: {tokens.count(pad)} video placeholder(s) in the rendered text "
-                f"but {len(grids)} video(s); give one tag per video."
-            )
-        start, end = self._vision_ids
-        out_tokens: list[int] = []
-        out_mask: list[bool] = []
-        videos = iter(zip(grids, timing.frames, timing.fps))
-        for t, m in zip(tokens, loss_mask):
-            if t != pad:
-                out_tokens.append(t)
-                out_mask.append(m)
-                continue
-            (gt, _, _), frames, fps = next(videos)
-            times = frame_timestamps(frames, fps, self.media.temporal_patch_size)
-            if len(times) != gt:
-                raise ValueError(
-                    f"sample {key!r}: {frames} frames make {len(times)} temporal patches but the "
-                    f"processor's grid has {gt}; frames are taken as sampled (no resampling)."
-                )
-            for seconds in times:
-                group = [*self._stamp(f"<{seconds:.1f} seconds>"), start, pad, end]
-                out_tokens.extend(group)
-                out_mask.extend([False] * len(group))
-        return out_tokens, out_mask
-
-    def _stamp(self, text: str) -> list[int]:
-        """Token ids of a timestamp text (cached: videos repeat the same few)."""
-        if text not in self._stamps:
-            self._stamps[text] = self.tokenizer.encode_text(text)
-        return self._stamps[text]
 
     def _with_placeholders(
         self, key: str, messages: list[Message], n_images: int, n_videos: int
@@ -463,24 +425,3 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
 
 def _spans(spans: Sequence[tuple[int, int]]) -> torch.Tensor:
     return torch.tensor(list(spans), dtype=torch.int64).view(-1, 2)
-
-
-def _joined(frame_spans: Sequence[tuple[int, int]], frames: Sequence[int]) -> list[tuple[int, int]]:
-    """Per-frame spans joined per video: ``[(2, 4), (9, 11)]`` with ``[2]`` -> ``[(2, 11)]``."""
-    out, i = [], 0
-    for n in frames:
-        out.append((frame_spans[i][0], frame_spans[i + n - 1][1]))
-        i += n
-    return out
-
-
-@dataclass(frozen=True)
-class VideoTiming:
-    """The timing of a sample's videos."""
-
-    #: (num_videos,) float32 seconds per temporal patch (``temporal_patch_size / fps``).
-    second_per_grid: torch.Tensor
-    #: Frames of each video as given (before padding to the temporal patch).
-    frames: list[int]
-    #: Frames per second of each video.
-    fps: list[float]

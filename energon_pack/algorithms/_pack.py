@@ -14,14 +14,13 @@ optimizer step (``spec.step_packs``)::
     >>> pack_lengths([5, 4, 6, 3, 2], 10, media=media, max_media_per_pack=1)  # one per pack
     [[1, 0], [3, 4], [2]]
 
-With ``media`` and ``step_packs``, packs are ranked for the step order by their *vision load*
-(media tokens), the language model's cost (``CostModel()``) breaking ties, so that the vision
-tower, whose work per pack varies most (0 to the budget; full packs differ in language-model
-cost by their attention term only), finishes together on every rank. One scalar order levels
-one quantity: the combined FLOPs cost (``MEDIA_COST``) reduced the vision-load step CV by only
-26% at buffer 256 on the mix of ``tests/benchmarks/media_packing.py`` (docs/benchmarks/
-media-packing.md), the vision ranking by the issue's bar of 2x. A text-only buffer (no media
-tokens) is ordered exactly as without ``media``.
+With ``media`` and ``step_packs``, packs are ordered by :data:`MEDIA_COST` (the language
+model's cost plus the vision tower's per media token), so that the ``step_packs`` packs of a
+step carry about the same vision load. On the LLaVA-like mix of
+``tests/benchmarks/media_packing.py`` (docs/benchmarks/media-packing.md) this halves the
+vision-load step CV of the packing order (0.205 -> 0.096 at buffer 256, 0.245 -> 0.054 at
+2048); ranking by media tokens alone levels them a little more (0.090, 0.047) and the language
+model's cost a little less, so the cost that tracks the step time is the default.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ import numpy as np
 
 from energon_pack.algorithms._balance import CostModel, balance_packs, balanced
 from energon_pack.algorithms._media import (
-    VISION_COST,
     MediaLoad,
     check_media_fits,
     enforce_media_budgets,
@@ -46,7 +44,8 @@ from energon_pack.algorithms._step_order import step_order
 
 __all__ = ["MEDIA_COST", "pack_lengths"]
 
-#: The cost model of packs with media for ``algorithm="balanced"`` (``media`` given):
+#: The cost model of packs with media (``media`` given: ``balanced``, and ``step_packs``
+#: without ``balance``):
 #: ``CostModel()`` plus ``image=0.4`` per media token, the vision tower's forward FLOPs per
 #: merged token over the language model's linear FLOPs per token for Qwen2-VL-7B (ViT 32 x
 #: 1280 wide, 4 patches per merged token: ~5 GFLOPs; Qwen2-7B: ~13 GFLOPs per token).
@@ -71,8 +70,8 @@ def pack_lengths(
         media: Media load of each sample (:class:`~energon_pack.algorithms.MediaLoad`). Needed
             by the media budgets (enforced after the algorithm and ``balance``:
             :func:`~energon_pack.algorithms.enforce_media_budgets`); with it, ``balanced``
-            counts media tokens (:data:`MEDIA_COST`) and the ``step_packs`` order levels the
-            vision load (see the module docstring).
+            and the ``step_packs`` order count media tokens (:data:`MEDIA_COST`; see the
+            module docstring).
         balance: If given, even out the packs' estimated costs under this cost model after the
             algorithm ran (:func:`~energon_pack.algorithms.balance_packs`: same packs count,
             same fill). ``algorithm="balanced"`` is the default algorithm with ``CostModel()``
@@ -82,8 +81,8 @@ def pack_lengths(
     Returns:
         Bins of indices into ``lengths``: every index exactly once, deterministic, no pack over
         a budget. With ``spec.step_packs``, ordered so that any ``step_packs`` consecutive ones
-        cost about the same under ``balance`` (else ``CostModel()``; with ``media``, the same
-        vision load; :func:`~energon_pack.algorithms.step_order`).
+        cost about the same under ``balance`` (else ``CostModel()``, ``MEDIA_COST`` with
+        ``media``; :func:`~energon_pack.algorithms.step_order`).
 
     Raises:
         ValueError: a bad spec field, a length ``<= 0``, a length above the pack size after
@@ -118,16 +117,10 @@ def pack_lengths(
 def _order_costs(
     bins: list[list[int]], arr: np.ndarray, media: MediaLoad | None, balance: CostModel | None
 ) -> np.ndarray:
-    """What ``step_order`` levels: ``balance``'s costs if given; else with ``media`` the vision
-    load, the language model's cost breaking ties (it adds less than one media token), else
-    ``CostModel()``'s costs. ``step_order`` uses only the ranks of these numbers."""
-    image_tokens = None if media is None else media.tokens
-    if balance is not None:
-        return balance.pack_costs(bins, arr, image_tokens)
-    lm = CostModel().pack_costs(bins, arr)
-    if media is None:
-        return lm
-    return VISION_COST.pack_costs(bins, arr, image_tokens) + lm / (2.0 * float(lm.max()))
+    """What ``step_order`` levels: ``balance``'s costs if given, else ``MEDIA_COST``'s with
+    ``media``, else ``CostModel()``'s."""
+    model = balance or (CostModel() if media is None else MEDIA_COST)
+    return model.pack_costs(bins, arr, None if media is None else media.tokens)
 
 
 def _check_media(arr: np.ndarray, media: MediaLoad | None, spec: PackingSpec) -> None:

@@ -103,3 +103,48 @@ def test_matches_transformers_qwen2_vl_get_rope_index(length, spans, grid) -> No
 def test_bad_images_raise(spans, grid, match) -> None:
     with pytest.raises(ValueError, match=match):
         mrope_position_ids(9, torch.tensor(spans), torch.tensor(grid))
+
+
+def test_frame_runs_split_a_timestamped_video_per_temporal_patch() -> None:
+    from energon_pack.attention import frame_runs
+
+    # v = placeholder 9; a Qwen3-VL video of grid (2, 2, 4) (2 tokens a patch), text between
+    tokens = torch.tensor([1, 9, 9, 5, 6, 9, 9, 2])
+    assert frame_runs(tokens, (1, 7), (2, 2, 4)) == ([(1, 3), (5, 7)], [(1, 2, 4), (1, 2, 4)])
+    # a contiguous (Qwen2-VL) video stays one run
+    assert frame_runs(torch.tensor([9] * 4), (0, 4), (2, 2, 4)) == ([(0, 4)], [(2, 2, 4)])
+    with pytest.raises(ValueError, match="needs 2 of 2"):
+        frame_runs(torch.tensor([9, 9, 5, 9, 5, 9]), (0, 6), (2, 2, 4))
+
+
+def test_timestamped_video_positions_match_transformers_qwen3_vl() -> None:
+    # <s> | <vs> stamp <vs> [2 pads] <ve> stamp <vs> [2 pads] <ve> <ve> | text: the per-frame
+    # runs through mrope_position_ids equal Qwen3VLModel.get_rope_index on the same tokens.
+    from transformers import Qwen3VLConfig
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
+
+    from energon_pack.attention import frame_runs
+
+    config = Qwen3VLConfig(
+        text_config={
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 8,
+            "vocab_size": 32,
+            "rope_parameters": {"rope_type": "default", "mrope_section": [1, 1, 2]},
+        },
+        vision_config={"depth": 1, "hidden_size": 16, "num_heads": 2, "out_hidden_size": 16},
+    )
+    model = Qwen3VLModel(config)
+    vs, ve, pad = 20, 21, 22
+    tokens = torch.tensor([1, vs, 5, 6, vs, pad, pad, ve, 7, vs, pad, pad, ve, ve, 8, 9])
+    grid = torch.tensor([[2, 2, 4]])
+    types = (tokens == pad).to(torch.int).view(1, -1) * 2
+    expected, _ = model.get_rope_index(tokens.view(1, -1), types, video_grid_thw=grid)
+    runs, grids = frame_runs(tokens, (5, 12), (2, 2, 4))
+    out = mrope_position_ids(len(tokens), torch.tensor(runs), torch.tensor(grids))
+    assert torch.equal(out, expected[:, 0])
+    assert out[:, 5:7].tolist() == [[5, 5], [5, 5], [5, 6]]  # first frame at 5

@@ -22,7 +22,8 @@ Worked example: lengths ``[300, 300, 200, 200]``, pack 512, buffer 4, first-fit-
 alone: 4 packs, fill 1000 / 2048 = 48.8%.
 
 ``analyze_dataset`` runs its phases as functions: ``_measure`` (the loader) ->
-``_replay_and_sweep`` (``simulate``: the replay, then the buffer sweep) -> ``_report``. The
+``replay_and_sweep`` (:mod:`energon_pack.tools._replay`: ``simulate``, then the buffer sweep)
+-> ``_report``. The
 result type and its text report live in :mod:`energon_pack.tools._analysis_result`.
 """
 
@@ -30,19 +31,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from energon_pack.algorithms import CarryOver, PackingSpec, as_spec, simulate
+from energon_pack.algorithms import PackingSpec, as_spec
 from energon_pack.encoding import PackingStats
 from energon_pack.samples import EncodedSample
 from energon_pack.task_encoders import LLMPackingTaskEncoder
 from energon_pack.tools._analysis_result import FIRST_PACKS, AnalysisResult
+from energon_pack.tools._replay import BUFFER_CANDIDATES, recommend_buffer_size, replay_and_sweep
 
 __all__ = [
     "BUFFER_CANDIDATES",
@@ -50,26 +51,28 @@ __all__ = [
     "recommend_buffer_size",
 ]
 
-#: Buffer sizes tried by :func:`recommend_buffer_size`.
-BUFFER_CANDIDATES: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-
 
 @contextlib.contextmanager
-def _recording_lengths(encoder: Any) -> Iterator[list[int]]:
+def _recording_documents(encoder: Any) -> Iterator[tuple[list[int], list[tuple[int, int]]]]:
     """Within the block, ``encoder.encode_document`` also appends each non-empty document's
-    length (in read order) to the yielded list; any packing task encoder works."""
+    length and media load (``EncodedSample.media_load``: media tokens, images + videos), in
+    read order, to the yielded lists; any packing task encoder works."""
     lengths: list[int] = []
+    loads: list[tuple[int, int]] = []
     inner = encoder.encode_document
 
     def encode_document(sample: Any) -> list[EncodedSample]:
         result = inner(sample)
         docs = [result] if isinstance(result, EncodedSample) else list(result)
-        lengths.extend(len(d.tokens) for d in docs if len(d.tokens))
+        for d in docs:
+            if len(d.tokens):
+                lengths.append(len(d.tokens))
+                loads.append(tuple(getattr(d, "media_load", (0, 0))))
         return docs
 
     encoder.encode_document = encode_document
     try:
-        yield lengths
+        yield lengths, loads
     finally:
         del encoder.encode_document
 
@@ -83,31 +86,6 @@ def _media_tokens(pack: Any) -> int | None:
         return None
     spans = spans.view(-1, 2)
     return int((spans[:, 1] - spans[:, 0]).sum())
-
-
-def recommend_buffer_size(
-    lengths: Sequence[int],
-    spec: PackingSpec | int,
-    *,
-    target_fill: float = 0.99,
-    candidates: Sequence[int] = BUFFER_CANDIDATES,
-    **spec_fields: Any,
-) -> tuple[int | None, dict[int, float]]:
-    """Smallest candidate buffer whose simulated fill reaches ``target_fill``, and the sweep.
-
-    ``spec`` as in :func:`~energon_pack.algorithms.simulate`: a spec, or the pack size with
-    spec fields as keywords. Stops at the first hit and at the first candidate holding every
-    length (larger ones behave the same).
-    """
-    spec = as_spec(spec, **spec_fields)
-    sweep: dict[int, float] = {}
-    for buffer in candidates:
-        sweep[buffer] = simulate(lengths, spec, buffer).fill
-        if sweep[buffer] >= target_fill - 1e-12:
-            return buffer, sweep
-        if buffer >= len(lengths):
-            break
-    return None, sweep
 
 
 def _dataset_order_loader(path: Path, encoder: Any, buffer_size: int, limit: int | None) -> Any:
@@ -148,6 +126,7 @@ class _Measured:
     """What the real loader did to one epoch (phase 1)."""
 
     lengths: list[int]  #: each non-empty document's length in reading order, before the policy
+    media_loads: list[tuple[int, int]]  #: (media tokens, images + videos) of each, same order
     pack_fills: list[float]  #: real tokens / pack size, per emitted pack
     first_packs: list[list[int]]  #: document lengths of the first FIRST_PACKS packs
     tokens: int  #: real tokens in packs
@@ -160,15 +139,15 @@ def _measure(
     dataset: Path, encoder: Any, buffer_size: int, limit: int | None, progress: bool
 ) -> _Measured:
     """Phase 1: one epoch of ``dataset`` through ``encoder`` in a real energon loader."""
-    with _recording_lengths(encoder) as lengths:
+    with _recording_documents(encoder) as (lengths, loads):
         measured = _packs_of(dataset, encoder, buffer_size, limit, progress)
-    return dataclasses.replace(measured, lengths=list(lengths))
+    return dataclasses.replace(measured, lengths=list(lengths), media_loads=list(loads))
 
 
 def _packs_of(
     dataset: Path, encoder: Any, buffer_size: int, limit: int | None, progress: bool
 ) -> _Measured:
-    """The loader's packs: fills, documents, media tokens (``lengths`` left empty)."""
+    """The loader's packs: fills, documents, media tokens (``lengths``, loads left empty)."""
     from tqdm import tqdm
 
     loader = _dataset_order_loader(dataset, encoder, buffer_size, limit)
@@ -197,6 +176,7 @@ def _packs_of(
                 first_packs.append([int(d) for d in pack.doc_lengths])
     return _Measured(
         lengths=[],
+        media_loads=[],
         pack_fills=pack_fills,
         first_packs=first_packs,
         tokens=tokens,
@@ -204,40 +184,6 @@ def _packs_of(
         stats=encoder.stats,
         media=None if None in media else [int(m or 0) for m in media],
     )
-
-
-def _replay_and_sweep(
-    measured: _Measured, spec: PackingSpec, buffer_size: int, target_fill: float
-) -> dict[str, Any]:
-    """Phases 2 and 3: ``simulate`` the measured lengths with the same spec and buffer (its
-    fill must agree with the loader's), sweep buffer sizes for the smallest one reaching
-    ``target_fill`` (capped at the bound), and try carry-over when it was off."""
-    lengths, tokens, size = measured.lengths, measured.tokens, spec.pack_size
-    bound = tokens / (math.ceil(tokens / size) * size) if tokens else 0.0
-    target = min(target_fill, bound)
-    figures: dict[str, Any] = {
-        "simulated_fill": 0.0,
-        "bound_fill": bound,
-        "target_fill": target,
-        "recommended_buffer_size": None,
-        "buffer_sweep": {},
-        "carry_over_fill": None,
-        "carry_over_buffer_size": None,
-    }
-    if not lengths:
-        return figures
-    figures["simulated_fill"] = simulate(lengths, spec, buffer_size).fill
-    figures["recommended_buffer_size"], figures["buffer_sweep"] = recommend_buffer_size(
-        lengths, spec, target_fill=target
-    )
-    if spec.carry_over is None:
-        with_carry = simulate(lengths, spec, buffer_size, carry_over=CarryOver())
-        figures["carry_over_fill"] = with_carry.fill
-    # Carry-over reaches the target at smaller buffers (short documents especially).
-    figures["carry_over_buffer_size"], _ = recommend_buffer_size(
-        lengths, spec, target_fill=target, carry_over=spec.carry_over or CarryOver()
-    )
-    return figures
 
 
 def _report(
@@ -319,5 +265,12 @@ def analyze_dataset(
     if limit is not None and limit < 1:
         raise ValueError(f"limit={limit} must be >= 1 (or None for the whole dataset).")
     measured = _measure(Path(dataset), encoder, buffer_size, limit, progress)
-    figures = _replay_and_sweep(measured, spec, buffer_size, target_fill)
+    figures = replay_and_sweep(
+        measured.lengths,
+        measured.media_loads,
+        measured.tokens,
+        spec,
+        buffer_size=buffer_size,
+        target_fill=target_fill,
+    )
     return _report(dataset, spec, buffer_size, measured, figures)

@@ -60,6 +60,8 @@ class AnalysisResult:
     first_packs: list[list[int]] = field(default_factory=list, repr=False)
     #: image + video tokens of each emitted pack (``None``: the documents carry no media)
     pack_media_tokens: list[int] | None = field(default=None, repr=False)
+    #: what the simulated figures could not model (media budgets with over-long documents)
+    replay_note: str | None = None
 
     @property
     def media_tokens(self) -> int | None:
@@ -167,6 +169,8 @@ class AnalysisResult:
                 f"document waits at most {policy.max_age + 1} buffers)",
             )
         )
+        if self.replay_note is not None:
+            rows.append(("note", self.replay_note))
         return [f"{name:<19} {value}" for name, value in rows]
 
 

@@ -154,3 +154,27 @@ def test_video_processor_config_without_torchvision_is_a_note(
     assert (note in res.stderr) == (importlib.util.find_spec("torchvision") is None)
     if note in res.stderr:  # frames through the image processor: the same 8 video tokens
         assert json.loads(res.stdout)["media"]["media_tokens"] == 18
+
+
+def test_media_budgets_in_the_loader_and_the_replay(tmp_path: Path, processor_dir: Path) -> None:
+    data = _conversations(tmp_path)
+    common = [str(data), "--task", "conversation", "--processor", str(processor_dir)]
+    common += ["--pack-size", "64", "--buffer-size", "4"]
+    # Media per document: t 0, i2 6 (2 images), v 8 (1 video), u 4 (1 image); 48 tokens.
+    # Budget 10 tokens: v fits with neither i2 (14) nor u (12) -> 2 packs, 48 / 128 tokens.
+    out = _analyze(*common, "--max-media-tokens-per-pack", "10")
+    assert (out["packs"], out["fill"], out["simulated_fill"]) == (2, 0.375, 0.375)
+    assert out["media"]["media_tokens_per_pack"]["max"] <= 10 and out["replay_note"] is None
+    # At most 1 image or video per pack: i2 (2 images) can never be packed -> dropped, counted;
+    # v and u cannot share -> 2 packs of 48 - 16 = 32 tokens.
+    out = _analyze(*common, "--max-media-per-pack", "1")
+    assert (out["dropped_overlong"], out["packs"], out["tokens"]) == (1, 2, 32)
+    assert out["simulated_fill"] == out["fill"] == 32 / 128
+    # Documents longer than the pack: the replay cannot model the budgets and says so.
+    split = [*common[:-4], "--pack-size", "12", "--buffer-size", "4", "--overlong", "split"]
+    res = _invoke("analyze", *split, "--max-media-tokens-per-pack", "10")
+    assert res.exit_code == 0, res.output
+    assert (
+        "note                the simulated figures (simulate, buffer sweep) ignore the media"
+        in (res.stdout)
+    )

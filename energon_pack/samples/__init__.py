@@ -39,6 +39,7 @@ from energon_pack.samples._packed import (
     PackLayout,
     pack_documents,
 )
+from energon_pack.samples._rows import RowSource, concat_rows
 
 __all__ = [
     "IGNORE_INDEX",
@@ -55,7 +56,9 @@ __all__ = [
     "PackedTextSample",
     "PackingCounts",
     "PackLayout",
+    "RowSource",
     "collate_packs",
+    "concat_rows",
     "light_document",
     "materialized",
     "pack_documents",

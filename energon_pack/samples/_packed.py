@@ -34,6 +34,7 @@ from megatron.energon import Sample, edataclass
 from energon_pack.attention import aligned_lengths, mrope_position_ids, position_ids_from_lengths
 from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample
+from energon_pack.samples._rows import concat_rows
 from energon_pack.samples._types import TypeRegistry
 
 __all__ = [
@@ -214,11 +215,12 @@ def concat_media(
 
     Spans come out int64 ``(k, 2)``, grids ``(k, 3)``. Two members with image spans ``[[1, 3]]``
     and ``[[0, 2]]`` at offsets ``[0, 5]`` give ``image_spans [[1, 3], [5, 7]]``, their pixel
-    rows and grids concatenated in the same order.
+    rows and grids concatenated in the same order. Rows not written yet (a light document's
+    ``PendingPixels``) are written straight into the joined array (:func:`concat_rows`).
     """
     shifted = [getattr(m, spans).view(-1, 2) + o for m, o in zip(members, offsets)]
     return {
-        rows: torch.cat([getattr(m, rows) for m in members]),
+        rows: concat_rows([getattr(m, rows) for m in members]),
         grid: torch.cat([getattr(m, grid).view(-1, 3) for m in members]),
         spans: torch.cat(shifted).to(torch.int64),
     }

@@ -181,11 +181,20 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         member's restore key, so augmentations drawn there reproduce on resume and
         ``restore_sample`` (see :mod:`energon_pack.wrappers` for the energon 7.4.1 fix).
         """
-        return self.materialize(doc)
+        return self.materialize_for_pack(doc)
 
     def materialize(self, doc: EncodedSample) -> EncodedSample:
         """Hook: the document with its media decoded and processed (default: ``doc``)."""
         return doc
+
+    def materialize_for_pack(self, doc: EncodedSample) -> EncodedSample:
+        """:meth:`materialize` for a pack about to be built (what ``postencode`` runs).
+
+        An encoder may leave pixel rows unwritten here (a ``RowSource`` such as
+        ``PendingPixels``): ``pack_selected_samples`` writes them straight into the pack's
+        array, with no per-document copy. Default: :meth:`materialize`.
+        """
+        return self.materialize(doc)
 
     def _init_light_media(
         self, requested: bool | None, image_processor: Any, *, augmented: bool = False

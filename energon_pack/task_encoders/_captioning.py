@@ -34,7 +34,9 @@ from megatron.energon import CaptioningSample
 
 from energon_pack.encoding import (
     DocumentTokenizer,
+    FastPixels,
     MediaProcessor,
+    PendingPixels,
     check_planned,
     kept_items,
     to_pil_image,
@@ -96,6 +98,8 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         )
         self.image_processor = image_processor
         self.media = MediaProcessor(image_processor)
+        #: Writes pixel rows in place, bit-identical to the processor (None: the processor's).
+        self.fast_pixels = FastPixels.for_processor(image_processor)
         self.image_token_id = self.tokenizer.token_id(image_token)
         self.mrope = mrope
         self.spatial_merge_size = self.media.merge_size
@@ -114,14 +118,17 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
 
     def process_image(self, image: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """``(pixel_values (patches, patch_dim) float32, image_grid_thw (1, 3) int64)``."""
+        if self.fast_pixels is not None:  # the processor's rows without its ~150 MB of arrays
+            return self.fast_pixels.process([image])
         media = self.media.images([image])
         return media.pixel_values, media.grid_thw
 
-    def _processed(self, image: Any, key: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """Decode, augment and process one image (errors name the sample)."""
+    def _processed(self, image: Any, key: str, *, resize_only: bool = False) -> Any:
+        """Decode, augment and process one image (errors name the sample); ``resize_only``:
+        only resize it for :attr:`fast_pixels`."""
         image = self.augment_image(to_pil_image(image, key=key))
         try:
-            return self.process_image(image)
+            return self.fast_pixels.resize(image) if resize_only else self.process_image(image)
         except Exception as e:
             raise ValueError(
                 f"sample {key!r}: the image processor failed ({type(e).__name__}: {e})."
@@ -139,9 +146,29 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
 
     def materialize(self, doc: EncodedSample) -> EncodedSample:
         """A light document with its kept image(s) decoded, augmented and processed."""
+        return self._materialized(doc, into_pack=False)
+
+    def materialize_for_pack(self, doc: EncodedSample) -> EncodedSample:
+        """:meth:`materialize`, the pixel rows left for the pack to write (``PendingPixels``)
+        where :attr:`fast_pixels` makes them (and neither hook is overridden)."""
+        if type(self).materialize is not CaptioningPackingTaskEncoder.materialize:
+            return self.materialize(doc)  # a subclass's own materialize
+        return self._materialized(doc, into_pack=True)
+
+    def _materialized(self, doc: EncodedSample, *, into_pack: bool) -> EncodedSample:
         if not isinstance(doc, LightCaptioningDocument):
             return doc
-        parts = [self._processed(doc.images[i], doc.__key__) for i in kept_items(doc.pixel_values)]
+        kept = kept_items(doc.pixel_values)
+        if self.fast_pixels is not None and (
+            type(self).process_image is CaptioningPackingTaskEncoder.process_image
+        ):
+            # Decoded and resized here; the rows are written into the pack's own pixel array by
+            # pack_selected_samples (concat_rows): no per-document tensor, no copy.
+            resized = [self._processed(doc.images[i], doc.__key__, resize_only=True) for i in kept]
+            pending = PendingPixels(self.fast_pixels, resized)
+            check_planned(doc.image_grid_thw, pending.grid_thw, key=doc.__key__)
+            return materialized(doc, pixel_values=pending if into_pack else pending.tensor())
+        parts = [self._processed(doc.images[i], doc.__key__) for i in kept]
         if len(parts) == 1:  # the usual case: no copy of the ~24 MB of pixels of a 1 MP image
             ((pixel_values, grid),) = parts
         else:

@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Media rows of several documents joined into one array, written in place where they can be.
+
+A pack's ``pixel_values`` is its documents' rows one after the other. A document's rows are
+usually a tensor (copied, as ``torch.cat`` would), but may be a :class:`RowSource`: rows not
+written yet that write themselves into a slice of the pack's array. Light media buffers use it
+so that a packed image's pixels are written once, into the pack, with no per-document tensor
+(see ``energon_pack.encoding.PendingPixels``). Example::
+
+    concat_rows([torch.ones(2, 4), pending])     # pending.shape == (3, 4)
+    -> out = torch.empty(5, 4); out[:2] = 1; pending.write_into(out[2:5])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import torch
+
+__all__ = ["RowSource", "concat_rows"]
+
+
+@runtime_checkable
+class RowSource(Protocol):
+    """Rows that write themselves: ``shape`` ``(rows, dim)``, ``dtype``, ``write_into(out)``."""
+
+    shape: torch.Size
+    dtype: torch.dtype
+
+    def write_into(self, out: torch.Tensor) -> None:
+        """Write the rows into ``out`` (a contiguous ``shape`` tensor of ``dtype``)."""
+
+
+def concat_rows(parts: Sequence[torch.Tensor | RowSource]) -> torch.Tensor:
+    """``torch.cat(parts)`` where parts may be :class:`RowSource`\\ s (written in place).
+
+    All tensors: ``torch.cat`` itself. Otherwise one ``(sum of rows, dim)`` tensor of the
+    first part's dtype; tensors are copied into their slice, row sources write into theirs.
+    """
+    if all(isinstance(p, torch.Tensor) for p in parts):
+        return torch.cat(list(parts))
+    dims = {tuple(p.shape[1:]) for p in parts if p.shape[0] > 0} or {tuple(parts[0].shape[1:])}
+    dtypes = {p.dtype for p in parts}
+    if len(dims) != 1 or len(dtypes) != 1:
+        raise ValueError(f"cannot join media rows of shapes {[tuple(p.shape) for p in parts]}")
+    out = torch.empty((sum(int(p.shape[0]) for p in parts), *dims.pop()), dtype=dtypes.pop())
+    start = 0
+    for part in parts:
+        end = start + int(part.shape[0])
+        if isinstance(part, torch.Tensor):
+            out[start:end].copy_(part)
+        else:
+            part.write_into(out[start:end])
+        start = end
+    return out

@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FastPixels: the processor's pixel rows, bit for bit, written in place (light and stock mode)."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from megatron.energon import CaptioningSample
+from PIL import Image
+
+from energon_pack.encoding import FastPixels, PendingPixels
+from energon_pack.samples import pack_documents
+from energon_pack.task_encoders import CaptioningPackingTaskEncoder
+from energon_pack.testing import assert_same_item, make_image_processor
+
+#: (min_pixels, max_pixels, patch_size) settings, as the planner's tests.
+SETTINGS = [(28 * 28, 112 * 112, 14), (56 * 56, 200 * 200, 14), (4 * 4, 64 * 64, 16)]
+SIZES = [(5, 5), (28, 28), (64, 48), (131, 17), (17, 131), (300, 5), (999, 1000)]
+
+
+def noise(width: int, height: int, seed: int = 0) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+
+
+def jpeg(image: Image.Image) -> Image.Image:
+    buf = io.BytesIO()
+    image.save(buf, format="JPEG", quality=90)
+    return Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
+
+
+@pytest.mark.parametrize("min_pixels, max_pixels, patch", SETTINGS)
+def test_rows_and_grids_equal_the_processors(min_pixels: int, max_pixels: int, patch: int) -> None:
+    proc = make_image_processor(min_pixels=min_pixels, max_pixels=max_pixels, patch_size=patch)
+    fast = FastPixels.for_processor(proc)
+    assert fast is not None
+    rng = random.Random(0)
+    sizes = SIZES + [(rng.randint(1, 500), rng.randint(1, 500)) for _ in range(6)]
+    images = [noise(w, h, i) for i, (w, h) in enumerate(sizes)] + [jpeg(noise(90, 70))]
+    for image in images:
+        expected = proc(images=[image], return_tensors="pt")
+        pixels, grid = fast.process([image])
+        assert pixels.dtype == torch.float32
+        assert torch.equal(pixels, torch.as_tensor(expected["pixel_values"]))
+        assert grid.tolist() == torch.as_tensor(expected["image_grid_thw"]).tolist()
+    several = proc(images=images[:3], return_tensors="pt")["pixel_values"]
+    assert torch.equal(fast.process(images[:3])[0], torch.as_tensor(several))
+
+
+class FlippedProcessor(type(make_image_processor())):  # type: ignore[misc]
+    """Rows in another order than Qwen2-VL's: the fast path must not claim it."""
+
+    def patchify(self, image: Any, **kw: Any) -> Any:
+        rows, gh, gw = super().patchify(image, **kw)
+        return rows[::-1], gh, gw
+
+
+def test_a_processor_that_differs_gets_no_fast_path() -> None:
+    proc = make_image_processor()
+    assert FastPixels.for_processor(proc) is not None
+    proc.do_resize = False
+    assert FastPixels.for_processor(proc) is None
+    flipped = FlippedProcessor(min_pixels=28 * 28, max_pixels=112 * 112)
+    assert FastPixels.for_processor(flipped) is None
+
+
+def test_write_needs_a_contiguous_float32_tensor() -> None:
+    fast = FastPixels.for_processor(make_image_processor())
+    resized = fast.resize(noise(64, 48))
+    out = torch.empty(fast.patch_dim, fast.rows(resized)).t()
+    with pytest.raises(ValueError, match="contiguous float32"):
+        fast.write(resized, out)
+
+
+def test_pickled_without_its_scratch() -> None:
+    fast = FastPixels.for_processor(make_image_processor(max_pixels=1000 * 1000))
+    fast.process([noise(900, 900)])  # grows the scratch to ~13 MB
+    copy = pickle.loads(pickle.dumps(fast))
+    assert len(pickle.dumps(fast)) < 1_000_000
+    image = noise(80, 60, 3)
+    assert torch.equal(copy.process([image])[0], fast.process([image])[0])
+
+
+def test_pending_pixels_are_written_into_the_pack(tokenizer_dir, image_processor) -> None:
+    """Light mode's postencode leaves the rows to the pack; packs equal stock mode's."""
+    samples = [
+        CaptioningSample(
+            __key__=f"s{i}",
+            __restore_key__=(),
+            image=noise(40 + 9 * i, 70 - 5 * i, i),
+            caption=f"a seed {i}",
+        )
+        for i in range(3)
+    ]
+    light = CaptioningPackingTaskEncoder(tokenizer_dir, image_processor, pack_size=4096)
+    stock = CaptioningPackingTaskEncoder(
+        tokenizer_dir, image_processor, pack_size=4096, light_media=False
+    )
+    planned = [d for s in samples for d in light.encode_sample(s)]
+    docs = [d for s in samples for d in stock.encode_sample(s)]
+    for_pack = [light.materialize_for_pack(d) for d in planned]
+    assert all(isinstance(d.pixel_values, PendingPixels) for d in for_pack)
+    assert all(isinstance(light.materialize(d).pixel_values, torch.Tensor) for d in planned)
+    assert_same_item(pack_documents(for_pack), pack_documents(docs))
+
+
+class OwnProcessing(CaptioningPackingTaskEncoder):
+    def process_image(self, image: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        pixels, grid = super().process_image(image)
+        return pixels + 1, grid
+
+
+def test_an_overridden_process_image_is_used(tokenizer_dir, image_processor) -> None:
+    sample = CaptioningSample(__key__="o", __restore_key__=(), image=noise(50, 50), caption="a")
+    enc = OwnProcessing(tokenizer_dir, image_processor, pack_size=4096)
+    (planned,) = list(enc.encode_sample(sample))
+    doc = enc.materialize_for_pack(planned)
+    expected = torch.as_tensor(image_processor(images=[noise(50, 50)])["pixel_values"]) + 1
+    assert torch.equal(doc.pixel_values, expected)

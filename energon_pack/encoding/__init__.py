@@ -30,6 +30,7 @@ from energon_pack.encoding._media import (
     ProcessedMedia,
     expand_placeholders,
     to_pil_image,
+    video_frames,
 )
 from energon_pack.encoding._overlong import (
     apply_overlong_policy,
@@ -88,6 +89,7 @@ __all__ = [
     "SmallPackingBufferWarning",
     "TimestampedVideos",
     "to_pil_image",
+    "video_frames",
     "VideoTiming",
     "warn_if_buffer_too_small",
 ]

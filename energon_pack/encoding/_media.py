@@ -33,6 +33,7 @@ __all__ = [
     "ProcessedMedia",
     "expand_placeholders",
     "to_pil_image",
+    "video_frames",
 ]
 
 
@@ -61,6 +62,41 @@ def to_pil_image(image: Any, *, key: str) -> Any:
         f"sample {key!r}: unsupported image {type(image).__name__}; expected encoded bytes, "
         "a PIL image or a (C, H, W) tensor."
     )
+
+
+def video_frames(video: Any, *, key: str) -> tuple[list[Any], float | None]:
+    """``(frames, fps or None)`` of a video as a sample holds it.
+
+    A list of frames (images in any form :func:`to_pil_image` takes): as is, fps unknown. A
+    ``(T, C, H, W)`` tensor: its T frames. Encoded video bytes (what a webdataset read without
+    a decoder gives) or energon's ``AVDecoder`` (its default decoder's): every frame, decoded by
+    energon (``AVDecoder.get_video()``, needs ``pip install megatron-energon[av_decode]``), at
+    the video's own fps; sample the frames when writing the dataset. A 3-frame 2 fps clip ->
+    ``([frame0, frame1, frame2], 2.0)``.
+    """
+    from megatron.energon.av import AVDecoder
+
+    if isinstance(video, (list, tuple)):
+        return list(video), None
+    if isinstance(video, torch.Tensor) and video.dim() == 4:
+        return list(video.unbind(0)), None
+    if isinstance(video, (bytes, bytearray, memoryview)):
+        video = AVDecoder(io.BytesIO(bytes(video)))  # ImportError without PyAV: stops the run
+    if not isinstance(video, AVDecoder):
+        raise ValueError(
+            f"sample {key!r}: unsupported video {type(video).__name__}; expected a list of "
+            "frames, a (T, C, H, W) tensor, encoded video bytes or energon's AVDecoder."
+        )
+    try:
+        clips = video.get_video().video_clips
+        fps = float(video.get_video_fps())
+    except Exception as e:
+        raise ValueError(
+            f"sample {key!r}: the video cannot be decoded ({type(e).__name__}: {e})."
+        ) from e
+    if not clips or clips[0].shape[0] == 0:
+        raise ValueError(f"sample {key!r}: the video has no frames.")
+    return list(clips[0].unbind(0)), fps
 
 
 @dataclass(frozen=True)

@@ -23,16 +23,21 @@ from energon_pack.task_encoders._conversation import (
     ConversationPackingTaskEncoder,
     ConversationSample,
     cook_conversation,
+    interleaved_conversation,
     normalize_conversation,
 )
 from energon_pack.task_encoders._llm import LLMPackingTaskEncoder, cook_text
-from energon_pack.task_encoders._multimodal import Message, MultimodalPackingTaskEncoder
+from energon_pack.task_encoders._multimodal import (
+    TEXT_ROLE,
+    Message,
+    MultimodalPackingTaskEncoder,
+)
 from energon_pack.task_encoders._sft import (
     PromptResponseSample,
     SFTPackingTaskEncoder,
     cook_prompt_response,
 )
-from energon_pack.task_encoders._vqa import VQAPackingTaskEncoder, vqa_conversations
+from energon_pack.task_encoders._vqa import VQAPackingTaskEncoder, vqa_conversations, vqa_media
 
 __all__ = [
     "CaptioningPackingTaskEncoder",
@@ -45,10 +50,13 @@ __all__ = [
     "PackingTaskEncoder",
     "PromptResponseSample",
     "SFTPackingTaskEncoder",
+    "TEXT_ROLE",
     "VQAPackingTaskEncoder",
     "cook_conversation",
     "cook_prompt_response",
     "cook_text",
+    "interleaved_conversation",
     "normalize_conversation",
     "vqa_conversations",
+    "vqa_media",
 ]

@@ -14,8 +14,19 @@ writes such a dataset from a LLaVA JSON(L) and the image files. One record::
      "conversations": [{"from": "human", "value": "<image> <image> which is brighter"},
                        {"from": "gpt", "value": "the first"}]}
 
-The same encoder takes energon's ``VQASample`` (see :class:`VQAPackingTaskEncoder`), so one
-loader can blend VQA and conversation datasets (one pack type for both).
+The same encoder takes energon's own sample types, so one loader can blend them with
+conversation datasets (one pack type for all):
+
+- ``VQASample`` / ``VidQASample``: a user turn (the image or video tag and the question) and an
+  assistant turn (the answer), as :class:`VQAPackingTaskEncoder` makes them;
+- ``InterleavedSample`` (``sequence`` of texts and images, as MMC4 / OBELICS documents): one
+  *text* document (:data:`~energon_pack.task_encoders.TEXT_ROLE`), the items in order joined by
+  :attr:`ConversationPackingTaskEncoder.interleaved_separator` (an image becomes its tag),
+  rendered ``[BOS] ... [EOD]`` without the chat template, the loss on every text token, none
+  on the images::
+
+      sequence ["a cat", <png>, "on a mat"]  ->  <s> a cat \n <vs> <img>*4 <ve> \n on a mat </s>
+                                                  F  T  T  T   F     F     F  T  T  T T   T
 """
 
 from __future__ import annotations
@@ -25,15 +36,25 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from megatron.energon import Cooker, Sample, VQASample, basic_sample_keys, edataclass, stateless
+from megatron.energon import (
+    Cooker,
+    InterleavedSample,
+    Sample,
+    VidQASample,
+    VQASample,
+    basic_sample_keys,
+    edataclass,
+    stateless,
+)
 
-from energon_pack.task_encoders._multimodal import Message, MultimodalPackingTaskEncoder
-from energon_pack.task_encoders._vqa import vqa_conversations
+from energon_pack.task_encoders._multimodal import TEXT_ROLE, Message, MultimodalPackingTaskEncoder
+from energon_pack.task_encoders._vqa import vqa_conversations, vqa_media
 
 __all__ = [
     "ConversationPackingTaskEncoder",
     "ConversationSample",
     "cook_conversation",
+    "interleaved_conversation",
     "normalize_conversation",
 ]
 
@@ -87,6 +108,30 @@ def normalize_conversation(record: dict[str, Any], *, key: str = "?") -> list[Me
     return out
 
 
+def interleaved_conversation(
+    sample: InterleavedSample, *, image_tag: str = "<image>", separator: str = "\n"
+) -> tuple[list[Message], list[Any]]:
+    """An ``InterleavedSample`` as one text message and its images, in order:
+    ``["a cat", img, "on a mat"]`` -> ``[{"role": "text", "content": "a cat\n<image>\non a
+    mat"}]``, ``[img]``. A text containing ``image_tag`` itself is a ``ValueError``."""
+    parts: list[str] = []
+    images: list[Any] = []
+    for item in sample.sequence:
+        if isinstance(item, (bytes, bytearray)) or not isinstance(item, str):
+            images.append(item)
+            parts.append(image_tag)
+        elif image_tag in item:
+            raise ValueError(
+                f"sample {sample.__key__!r}: a text of the sequence contains {image_tag!r}, "
+                "which would be read as an image; remove it from the text."
+            )
+        else:
+            parts.append(item)
+    if not any(isinstance(i, str) and i.strip() for i in sample.sequence):
+        raise ValueError(f"sample {sample.__key__!r}: the sequence has no text to learn.")
+    return [{"role": TEXT_ROLE, "content": separator.join(parts)}], images
+
+
 @stateless
 def cook_conversation(sample: dict) -> ConversationSample:
     """Cook a crude sample: its ``json`` record plus ``imgN.*`` and ``vidN.fM.*`` media files."""
@@ -116,26 +161,34 @@ def cook_conversation(sample: dict) -> ConversationSample:
 
 
 class ConversationPackingTaskEncoder(MultimodalPackingTaskEncoder[Any]):
-    """Packs conversations (and VQA samples) with their images and videos.
+    """Packs conversations (and energon's VQA, VidQA and interleaved samples) with their images
+    and videos.
 
     Arguments as in :class:`~energon_pack.task_encoders.MultimodalPackingTaskEncoder`, plus
     ``vqa_answers`` (``"sample"``, ``"first"`` or ``"all"``) for VQA samples in the blend.
     """
 
     cookers = (Cooker(cook_conversation),)
+    #: What joins the items of an ``InterleavedSample`` (texts and image tags).
+    interleaved_separator: str = "\n"
 
     def __init__(self, *args: Any, vqa_answers: str = "sample", **kwargs: Any) -> None:
         self.vqa_answers = vqa_answers
         super().__init__(*args, **kwargs)
 
     def to_conversation(self, sample: Any) -> Iterable[tuple[str, list[Message]]]:
-        if isinstance(sample, VQASample):
-            return vqa_conversations(sample, self.vqa_answers, self.image_tag)
+        if isinstance(sample, (VQASample, VidQASample)):
+            tag = self.video_tag if isinstance(sample, VidQASample) else self.image_tag
+            return vqa_conversations(sample, self.vqa_answers, tag)
+        if isinstance(sample, InterleavedSample):
+            return [(sample.__key__, self._interleaved(sample)[0])]
         return [(sample.__key__, list(sample.conversation))]
 
     def media_of(self, sample: Any) -> tuple[list[Any], list[list[Any]], list[float | None]]:
-        if isinstance(sample, VQASample):
-            return [sample.image], [], []
+        if isinstance(sample, (VQASample, VidQASample)):
+            return vqa_media(sample)
+        if isinstance(sample, InterleavedSample):
+            return self._interleaved(sample)[1], [], []
         videos = list(sample.videos or [])
         fps = list(sample.video_fps or [None] * len(videos))
         if len(fps) != len(videos):
@@ -143,3 +196,8 @@ class ConversationPackingTaskEncoder(MultimodalPackingTaskEncoder[Any]):
                 f"sample {sample.__key__!r}: {len(videos)} videos but {len(fps)} fps values."
             )
         return list(sample.images or []), videos, fps
+
+    def _interleaved(self, sample: InterleavedSample) -> tuple[list[Message], list[Any]]:
+        return interleaved_conversation(
+            sample, image_tag=self.image_tag, separator=self.interleaved_separator
+        )

@@ -14,6 +14,9 @@ the text mark where each image / video goes (in order). The encoder:
 3. processes the images and videos (:class:`~energon_pack.encoding.MediaProcessor`) and expands
    each placeholder to exactly ``t*h*w / merge**2`` tokens, no loss on them.
 
+A document of one message of role ``"text"`` (:data:`TEXT_ROLE`: interleaved image-text data,
+not a chat) is rendered ``[BOS] content [EOD]`` without the chat template, the loss on its text.
+
 Example (the test tokenizer's template ``<|role|> text``, one 64x48 image -> 4 tokens)::
 
     user: "<image> what is it"     assistant: "a cat"
@@ -81,12 +84,16 @@ from energon_pack.samples import (
 from energon_pack.task_encoders._base import PackingTaskEncoder
 from energon_pack.task_encoders._sft import _ids
 
-__all__ = ["Message", "MultimodalPackingTaskEncoder"]
+__all__ = ["TEXT_ROLE", "Message", "MultimodalPackingTaskEncoder"]
 
 T_sample = TypeVar("T_sample")
 
 #: One chat message: ``{"role": "user", "content": "<image> what is it"}``.
 Message = dict[str, str]
+#: The role of a document that is text to learn, not a chat (interleaved image-text data): it is
+#: rendered ``[BOS] content [EOD]`` without the chat template, with the loss on every text token
+#: and the EOD (never on media placeholders or the vision start/end tokens around them).
+TEXT_ROLE = "text"
 
 
 class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sample]):
@@ -166,6 +173,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
                 f"or the video token {video_token!r}."
             )
         self.video_timestamps = video_timestamps
+        #: Vision start/end ids (no loss on them in text documents); empty without them.
+        self._vision_ids = frozenset((start, end)) if wrap else frozenset()
         self._timestamps = (
             TimestampedVideos(
                 self.tokenizer.encode_text,
@@ -384,7 +393,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
 
     def _render(self, key: str, messages: list[Message]) -> tuple[list[int], list[bool]]:
         """Token ids of the conversation and the loss mask on assistant turns."""
-        if not self.use_chat_template:
+        if not self.use_chat_template or any(m["role"] == TEXT_ROLE for m in messages):
             return self._render_plain(messages)
         tok = self.tokenizer.tokenizer
 
@@ -409,17 +418,20 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         return full, mask
 
     def _render_plain(self, messages: list[Message]) -> tuple[list[int], list[bool]]:
-        """``[BOS] turn turn ...``, ``[EOD]`` after each assistant turn (in the loss)."""
+        """``[BOS] turn turn ...``, ``[EOD]`` after each assistant (or text) turn, in the loss."""
         ids = self.tokenizer.ids
         tokens = [ids.bos] if ids.bos is not None else []
         mask = [False] * len(tokens)
         for m in messages:
             body = self.tokenizer.encode_text(m["content"])
-            target = m["role"] == "assistant"
+            target = m["role"] in ("assistant", TEXT_ROLE)
             if target and ids.eod is not None:
                 body.append(ids.eod)
             tokens.extend(body)
-            mask.extend([target] * len(body))
+            if m["role"] == TEXT_ROLE:  # text only: not the vision start/end around media
+                mask.extend(t not in self._vision_ids for t in body)
+            else:
+                mask.extend([target] * len(body))
         return tokens, mask
 
 

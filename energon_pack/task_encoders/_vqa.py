@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``VQAPackingTaskEncoder``: energon's ``VQASample`` (image, question, answers) into packs.
+"""``VQAPackingTaskEncoder``: energon's ``VQASample`` (image, question, answers) and
+``VidQASample`` (video, question, answers) into packs.
 
 A VQA sample is a one-turn conversation: the user turn is the image tag and the question, the
 assistant turn the answer; the loss is on the answer only (and the end of the turn), never on
@@ -17,6 +18,11 @@ ten times. ``answers="first"`` takes the first answer; ``answers="all"`` makes o
 answer (keys ``key#a0``, ``key#a1``, ...), each with its own copy of the image tokens, for
 evaluation-style data where every answer must be trained on.
 
+A ``VidQASample`` is the same with the video tag: ``<video>\nquestion``. Its ``video`` arrives as
+the encoded file's bytes (``decoder = None``), energon's ``AVDecoder``, a frame list or a
+``(T, C, H, W)`` tensor (:func:`~energon_pack.encoding.video_frames`): a file is decoded whole by
+energon (PyAV, ``megatron-energon[av_decode]``) at its own fps, frames as they are.
+
 Images are decoded here (``decoder = None``): a broken image is a ``ValueError`` naming the key,
 which energon's error handler logs and skips. Questions and answers may arrive as bytes (a
 webdataset read without a decoder): ``answers`` bytes are parsed as JSON (a list or a string).
@@ -29,11 +35,12 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
-from megatron.energon import VQASample
+from megatron.energon import VidQASample, VQASample
 
+from energon_pack.encoding import video_frames
 from energon_pack.task_encoders._multimodal import Message, MultimodalPackingTaskEncoder
 
-__all__ = ["ANSWER_MODES", "VQAPackingTaskEncoder", "vqa_conversations"]
+__all__ = ["ANSWER_MODES", "VQAPackingTaskEncoder", "vqa_conversations", "vqa_media"]
 
 #: How a sample with several answers becomes documents (see the module docstring).
 ANSWER_MODES = ("sample", "first", "all")
@@ -43,7 +50,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
 
 
-def _answers(sample: VQASample) -> list[str]:
+def _answers(sample: VQASample | VidQASample) -> list[str]:
     answers = sample.answers
     if isinstance(answers, (bytes, bytearray)):
         answers = json.loads(answers)
@@ -55,9 +62,10 @@ def _answers(sample: VQASample) -> list[str]:
 
 
 def vqa_conversations(
-    sample: VQASample, mode: str = "sample", image_tag: str = "<image>"
+    sample: VQASample | VidQASample, mode: str = "sample", image_tag: str = "<image>"
 ) -> list[tuple[str, list[Message]]]:
-    """``(key, messages)`` per document of a VQA sample (one, or one per answer with ``"all"``).
+    """``(key, messages)`` per document of a VQA sample (one, or one per answer with ``"all"``);
+    ``image_tag`` is the tag of the sample's medium (``"<video>"`` for a ``VidQASample``).
 
     ``VQASample(context="what colour", answers=["red"])`` ->
     ``[(key, [{"role": "user", "content": "<image>\\nwhat colour"},
@@ -83,8 +91,18 @@ def vqa_conversations(
     ]
 
 
-class VQAPackingTaskEncoder(MultimodalPackingTaskEncoder[VQASample]):
-    """Packs VQA documents with the loss on the answer only.
+def vqa_media(
+    sample: VQASample | VidQASample,
+) -> tuple[list[Any], list[list[Any]], list[float | None]]:
+    """``(images, videos, fps)`` of a VQA sample: its image, or its video's frames and fps."""
+    if isinstance(sample, VidQASample):
+        frames, fps = video_frames(sample.video, key=sample.__key__)
+        return [], [frames], [fps]
+    return [sample.image], [], []
+
+
+class VQAPackingTaskEncoder(MultimodalPackingTaskEncoder[VQASample | VidQASample]):
+    """Packs VQA (image) and VidQA (video) documents with the loss on the answer only.
 
     Args:
         answers: ``"sample"`` (default), ``"first"`` or ``"all"`` (see the module docstring).
@@ -97,8 +115,13 @@ class VQAPackingTaskEncoder(MultimodalPackingTaskEncoder[VQASample]):
         self.answers = answers
         super().__init__(*args, **kwargs)
 
-    def to_conversation(self, sample: VQASample) -> Iterable[tuple[str, list[Message]]]:
-        return vqa_conversations(sample, self.answers, self.image_tag)
+    def to_conversation(
+        self, sample: VQASample | VidQASample
+    ) -> Iterable[tuple[str, list[Message]]]:
+        tag = self.video_tag if isinstance(sample, VidQASample) else self.image_tag
+        return vqa_conversations(sample, self.answers, tag)
 
-    def media_of(self, sample: VQASample) -> tuple[list[Any], list[list[Any]], list[float | None]]:
-        return [sample.image], [], []
+    def media_of(
+        self, sample: VQASample | VidQASample
+    ) -> tuple[list[Any], list[list[Any]], list[float | None]]:
+        return vqa_media(sample)

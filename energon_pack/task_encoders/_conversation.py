@@ -117,7 +117,7 @@ def interleaved_conversation(
     parts: list[str] = []
     images: list[Any] = []
     for item in sample.sequence:
-        if isinstance(item, (bytes, bytearray)) or not isinstance(item, str):
+        if not isinstance(item, str):
             images.append(item)
             parts.append(image_tag)
         elif image_tag in item:

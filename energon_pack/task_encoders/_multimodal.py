@@ -113,7 +113,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         tokens_per_second: Qwen2.5-VL's temporal scale for videos (``None``: step 1, Qwen2-VL).
         video_timestamps: Qwen3-VL's video layout: each temporal patch is its own
             ``<{t:.1f} seconds><|vision_start|><|video_pad|>*n<|vision_end|>`` group (see the
-            module docstring); needs the vision start/end tokens.
+            module docstring); needs the vision start/end tokens. ``None``: when
+            ``video_processor`` is Qwen3-VL's (``Qwen3VLVideoProcessor``).
         default_fps: Frames per second of a video whose sample gives none.
         add_bos, add_eos, eod_token_id: Without a chat template, as in ``LLMPackingTaskEncoder``.
         light_media: Buffer planned documents, decode media after selection (``None``: where
@@ -144,7 +145,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         use_chat_template: bool | None = None,
         mrope: bool = False,
         tokens_per_second: float | None = None,
-        video_timestamps: bool = False,
+        video_timestamps: bool | None = None,
         default_fps: float = 2.0,
         add_bos: bool | None = None,
         add_eos: bool | None = None,
@@ -166,6 +167,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             for tag, token in ((self.image_tag, image_token), (self.video_tag, video_token))
             if token is not None  # no video token: a <video> tag is an error (tag count check)
         }
+        if video_timestamps is None:
+            video_timestamps = type(video_processor).__name__.startswith("Qwen3VL")
         if video_timestamps and (not wrap or self.video_token_id is None):
             raise ValueError(
                 "video_timestamps=True (Qwen3-VL) wraps each video frame in vision start/end "

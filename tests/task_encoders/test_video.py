@@ -212,3 +212,30 @@ def test_qwen3_vl_video_document_equals_the_processor_output(
     assert torch.equal(doc.tokens, ref.tokens) and torch.equal(doc.loss_mask, ref.loss_mask)
     torch.testing.assert_close(doc.pixel_values_videos, ref.pixel_values_videos, rtol=0, atol=0)
     assert torch.equal(doc.video_spans, ref.video_spans)
+
+
+def test_video_timestamps_follow_the_video_processor_and_need_the_tokens(
+    vlm_tokenizer_dir, image_processor, tokenizer_dir
+) -> None:
+    import warnings
+
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        qwen3 = Qwen3VLVideoProcessor()
+    enc = ConversationPackingTaskEncoder(
+        vlm_tokenizer_dir, image_processor, pack_size=64, video_processor=qwen3
+    )
+    assert enc.video_timestamps is True
+    assert (
+        ConversationPackingTaskEncoder(
+            vlm_tokenizer_dir, image_processor, pack_size=64
+        ).video_timestamps
+        is False
+    )
+    # the session tokenizer has no video / vision start-end tokens
+    with pytest.raises(ValueError, match="video_timestamps=True"):
+        ConversationPackingTaskEncoder(
+            tokenizer_dir, image_processor, pack_size=64, video_timestamps=True
+        )

@@ -13,46 +13,51 @@ the projections and MLP, ``2 d`` per causal token pair for attention (``len**2 /
 ``4 d``), hence ``attention = 2 d / (24 d**2) = 1 / (12 d) = 1 / 49152``.
 
 :func:`balance_packs` keeps the packs of any algorithm (same number of packs, hence the same
-fill) and evens out their costs pair by pair. Each round sorts the packs by cost and offers
-every pack of the costlier half to up to ``PARTNERS`` packs of the cheaper half, cheapest
-first; for a pair it tries two moves and keeps the one that narrows the pair's gap most:
+fill) and evens out their costs pair by pair with one move: one or two documents of the
+costly pack (its three longest, or its two longest together) for a subset of the cheap pack's
+documents whose total fits both packs' free room (found in the cheap pack's reach bitset, the
+exact subset sums of :func:`~energon_pack.algorithms._subset_sum.reach_steps`; the empty
+subset is a donation into free room). Long documents out, short ones in: the token counts stay
+and ``sum(len**2)`` drops. The subset total aimed at is the one whose cost, at the cheap pack's
+cost per token, halves the pair's gap; a move is kept only if it narrows the gap.
 
-* exchange: one or two documents of the costly pack for a subset of the cheap pack's documents
-  with the same token count (within the two packs' free room, found by the exact subset sum
-  the repair uses too, :func:`~energon_pack.algorithms._subset_sum.subset_positions`).
-  Long documents out, short ones in: the token counts stay, ``sum(len**2)`` drops;
-* re-split: pool both packs and split again, long documents greedily to the cheaper side, then
-  the shortest ones (up to half a pack) by an exact subset sum that fills the token room.
+1. Holes first: packs more than ``HOLE`` standard deviations below the mean (the under-filled
+   tail of best fit) are each offered to the costliest packs until one helps, and again while
+   still that low (:func:`_lift_holes`);
+2. then rounds: every pack above the mean, costliest first, is offered to up to ``partners``
+   of the cheapest packs not yet changed this round. A pair that failed is not tried again
+   until one of the two changes. Rounds stop when one cuts the variance of the packs' costs by
+   less than ``min_gain`` (3%), after 6 rounds, or after 3 attempts per pack in all.
 
-A pack that no partner helps is marked stuck (its cost has a floor, e.g. one full-length
-document). Rounds repeat while something improves, within ``ATTEMPTS_PER_PACK`` attempts per
-pack in all, so the time is bounded (about 0.3 s per 4096-sample buffer at pack size 8192).
+At 24k lengths in one call this is ~4x best-fit decreasing's time (the repair included; the
+pair search of sessions 1-4 took 100-150x); calls with at most 64 packs try harder
+(:data:`THOROUGH`: the media budgets level a few packs at a time).
 
 Worked example, capacity 10, cost ``len**2`` (``CostModel(token=0, attention=1)``), lengths
 ``[6, 4, 2, 2, 2, 2]``. Best-fit decreasing packs ``{6, 4}`` (cost 52) and ``{2, 2, 2, 2}``
 (16): a gap of 36, so the ideal move shifts 18. Exchanges: the ``6`` for three ``2`` s moves
 ``36 - 12 = 24`` (packs ``{4, 2, 2, 2}`` = 28 and ``{2, 6}`` = 40, gap 12); the ``4`` for two
 ``2`` s moves ``16 - 8 = 8`` (44 and 24, gap 20); both together (10 tokens) cannot be matched.
-The first wins; the re-split finds no better split (``{6}`` alone would leave 12 tokens for
-the other pack), so the result is 40 / 28 with the same two packs of 8 and 10 tokens.
+The first wins: 40 / 28 with the same two packs of 8 and 10 tokens.
 
 Balance has a floor: a pack that holds one document of the full pack size costs what it costs,
 so when many documents are split at the pack size the spread cannot fall below what those
 packs impose (the benchmark ``tests/benchmarks/balance.py`` prints that floor).
 
-The module is over 300 lines because the cost model, the two moves and the rounds that
-bound them are one algorithm; the subset sums it needs are in ``_subset_sum``.
+The pair move is in ``_balance_pairs``, the subset sums it needs in ``_subset_sum``.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from energon_pack.algorithms._balance_pairs import Packs, candidates
 from energon_pack.algorithms._repair import best_fit_decreasing_repair
-from energon_pack.algorithms._subset_sum import subset_positions
 
 __all__ = [
     "CostModel",
@@ -62,12 +67,28 @@ __all__ = [
     "slowest_rank_loss",
 ]
 
-#: Rounds at most (each round pairs every costly pack with a cheap one).
-MAX_ROUNDS = 12
-#: Cheap partners tried per costly pack and round before it is given up as stuck.
-PARTNERS = 4
-#: At most this many pair attempts per pack in all (bounds the time: ~0.1-0.4 ms per attempt).
-ATTEMPTS_PER_PACK = 8
+#: Packs this many standard deviations below the mean cost are lifted first ("holes").
+HOLE = 2.0
+#: Costly partners tried per hole before it is left as it is.
+HOLE_PARTNERS = 8
+#: Pair attempts per pack for the holes (bounds the time: ~5-10 us per attempt).
+HOLE_ATTEMPTS = 0.3
+
+
+@dataclass(frozen=True)
+class _Effort:
+    partners: int  #: cheap partners tried per costly pack and round
+    rounds: int  #: rounds at most
+    min_gain: float  #: another round only if the last cut the costs' variance by this fraction
+    attempts_per_pack: float  #: pair attempts per pack in all (bounds the time)
+
+
+#: Calls with many packs (buffers, whole data sets): ~4x best fit's time at 24k lengths.
+FAST = _Effort(partners=3, rounds=6, min_gain=0.03, attempts_per_pack=3)
+#: Calls with at most :data:`THOROUGH_PACKS` packs (the media budgets level a few packs): the
+#: rounds go on while anything improves, at little cost in absolute time.
+THOROUGH = _Effort(partners=8, rounds=12, min_gain=0.0, attempts_per_pack=20)
+THOROUGH_PACKS = 64
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,134 +168,76 @@ def slowest_rank_loss(
     return float(picks.max(axis=1).mean() / arr.mean() - 1.0)
 
 
-def _resplit(
-    pool: list[int], lens: list[int], costs: list[float], capacity: int, cap_count: int
-) -> tuple[list[int], list[int]] | None:
-    """Split ``pool`` into two packs that fit, with costs as close as possible (heuristic)."""
-    by_len = sorted(pool, key=lambda i: (lens[i], i))
-    small: list[int] = []
-    small_tokens = 0
-    for i in by_len:  # the shortest documents, up to half a pack, are the exact-fill reserve
-        if small_tokens + lens[i] > capacity // 2:
-            break
-        small.append(i)
-        small_tokens += lens[i]
-    big = sorted(by_len[len(small) :], key=lambda i: (-costs[i], i))
-    sides: tuple[list[int], list[int]] = ([], [])
-    tok = [0, 0]
-    cost = [0.0, 0.0]
-    for i in big:
-        first = 0 if cost[0] <= cost[1] else 1
-        for s in (first, 1 - first):
-            if tok[s] + lens[i] <= capacity:
-                sides[s].append(i)
-                tok[s] += lens[i]
-                cost[s] += costs[i]
+def _lift_holes(st: Packs, budget: int) -> None:
+    """The packs more than ``HOLE`` standard deviations below the mean cost first (best fit's
+    under-filled tail): each, cheapest first, is offered to up to ``HOLE_PARTNERS`` packs
+    above the mean, costliest first but those of one repeated length last (four 2048-token
+    chunks can only trade whole chunks), and offered again after a move while still that low
+    (the costly partner too, if the move left it that low)."""
+    cost, lens = st.cost, st.lens
+    arr = np.array(cost)
+    mean, floor = float(arr.mean()), float(arr.mean() - HOLE * arr.std())
+    donors = [h for h in np.argsort(-arr, kind="stable").tolist() if cost[h] > mean]
+    mixed = [len({lens[i] for i in st.packs[h]}) > 1 for h in donors]
+    donors = [h for h, x in zip(donors, mixed) if x] + [
+        h for h, x in zip(donors, mixed) if not x and len(st.packs[h]) > 1
+    ]
+    holes = [(cost[j], j) for j in range(len(cost)) if cost[j] < floor]
+    heapq.heapify(holes)
+    stop = st.attempts + budget
+    while holes and st.attempts < stop:
+        c, low = heapq.heappop(holes)
+        if c != cost[low]:
+            continue  # stale: the pack has moved since
+        tries = 0
+        for h in donors:
+            if tries >= HOLE_PARTNERS:
                 break
-        else:
-            return None
-    small_cost = sum(costs[i] for i in small)
-    # Side 0 takes a subset of the short documents with token sum in [lo, hi].
-    lo = tok[1] + small_tokens - capacity
-    hi = capacity - tok[0]
-    want_cost = (cost[1] + small_cost - cost[0]) / 2
-    target = round(want_cost * small_tokens / small_cost) if small_cost > 0 else lo
-    chosen = subset_positions([lens[i] for i in small], min(hi, small_tokens), lo=lo, target=target)
-    if chosen is None:
-        return None
-    taken = set(chosen)
-    a = sides[0] + [small[p] for p in chosen]
-    b = sides[1] + [i for p, i in enumerate(small) if p not in taken]
-    if len(a) > cap_count or len(b) > cap_count:
-        return None
-    return a, b
+            if cost[h] <= mean or len(st.packs[h]) < 2:
+                continue  # no longer costly, or a single document left
+            moved = st.try_pair(h, low)
+            tries += moved is not None
+            if moved:
+                for j in (low, h):
+                    if cost[j] < floor:
+                        heapq.heappush(holes, (cost[j], j))
+                break
 
 
-def _exchange(
-    high: list[int],
-    low: list[int],
-    lens: list[int],
-    costs: list[float],
-    capacity: int,
-    cap_count: int,
-) -> tuple[list[int], list[int]] | None:
-    """Best swap of one or two documents of ``high`` for a subset of ``low`` (same tokens,
-    within the rooms).
-
-    Moving a long document out and several short ones with the same token count in lowers the
-    attention cost of ``high`` by ``attention * (x**2 - sum(y**2))`` while both packs stay full.
-    """
-    room_h = capacity - sum(lens[i] for i in high)
-    room_l = capacity - sum(lens[i] for i in low)
-    half = (sum(costs[i] for i in high) - sum(costs[i] for i in low)) / 2
-    low_lens = [lens[i] for i in low]
-    longest = sorted(range(len(high)), key=lambda q: (-lens[high[q]], q))
-    moves: list[tuple[int, ...]] = [(p,) for p in longest]
-    top = longest[:4]
-    moves += [(a, b) for n, a in enumerate(top) for b in top[n + 1 :]]
-    best: tuple[float, tuple[int, ...], list[int]] | None = None
-    seen: set[tuple[int, float]] = set()
-    for move in moves:
-        x = sum(lens[high[p]] for p in move)
-        cx = sum(costs[high[p]] for p in move)
-        if (x, cx) in seen:
+def _round(st: Packs, budget: int, partners: int) -> bool:
+    """One round: each pack above the mean cost, costliest first, is offered to up to
+    ``partners`` of the cheapest packs below the mean not yet changed this round, cheapest
+    first (a changed one is skipped, not taken as the end of the cheap ones). ``True`` if a
+    pack moved."""
+    cost, packs = st.cost, st.packs
+    m = len(packs)
+    order = np.argsort(np.array(cost), kind="stable").tolist()
+    mean = sum(cost) / m
+    cheap = [j for j in order[: m // 2] if cost[j] < mean]
+    used: set[int] = set()
+    first = 0  # cheap[:first] are all used
+    improved = False
+    for h in reversed(order[m // 2 :]):
+        if cost[h] <= mean or st.attempts >= budget:
+            break
+        if len(packs[h]) < 2:
             continue
-        seen.add((x, cx))
-        chosen = subset_positions(low_lens, x + room_h, lo=x - room_l, target=x)
-        if chosen is None:
-            continue
-        moved = cx - sum(costs[low[q]] for q in chosen)
-        if not 0 < moved < 2 * half:
-            continue
-        score = abs(moved - half)
-        if best is None or score < best[0]:
-            best = (score, move, chosen)
-    if best is None:
-        return None
-    _, move, chosen = best
-    taken = set(chosen)
-    new_high = [i for q, i in enumerate(high) if q not in move] + [low[q] for q in chosen]
-    new_low = [i for q, i in enumerate(low) if q not in taken] + [high[p] for p in move]
-    if len(new_high) > cap_count or len(new_low) > cap_count:
-        return None
-    return new_high, new_low
-
-
-def _better_split(
-    high: list[int],
-    low: list[int],
-    lens: list[int],
-    costs: list[float],
-    capacity: int,
-    cap_count: int,
-) -> tuple[tuple[list[int], float], tuple[list[int], float]] | None:
-    """The re-split or exchange of two packs that narrows their cost gap most, or ``None``."""
-    gap = sum(costs[i] for i in high) - sum(costs[i] for i in low)
-    best = None
-    best_gap = gap * (1 - 1e-9)
-    for make in (_exchange, _resplit_pair):
-        cand = make(high, low, lens, costs, capacity, cap_count)
-        if cand is None:
-            continue
-        ca = sum(costs[i] for i in cand[0])
-        cb = sum(costs[i] for i in cand[1])
-        if abs(ca - cb) < best_gap:
-            best_gap = abs(ca - cb)
-            best = ((cand[0], ca), (cand[1], cb)) if ca >= cb else ((cand[1], cb), (cand[0], ca))
-        if best_gap <= gap / 4:
-            break  # good enough: skip the costlier re-split
-    return best
-
-
-def _resplit_pair(
-    high: list[int],
-    low: list[int],
-    lens: list[int],
-    costs: list[float],
-    capacity: int,
-    cap_count: int,
-) -> tuple[list[int], list[int]] | None:
-    return _resplit(high + low, lens, costs, capacity, cap_count)
+        while first < len(cheap) and cheap[first] in used:
+            first += 1
+        tries = 0
+        cands = candidates(packs[h], st.lens, st.doc_cost)
+        for low in itertools.islice(cheap, first, None):
+            if low in used:
+                continue
+            if tries >= partners or cost[low] >= cost[h]:
+                break
+            moved = st.try_pair(h, low, cands)
+            tries += moved is not None  # a pair known to fail is skipped, not counted
+            if moved:
+                used.add(low)
+                improved = True
+                break
+    return improved
 
 
 def balance_packs(
@@ -301,42 +264,24 @@ def balance_packs(
         only move between existing packs, no pack is added and a pack a move empties is left
         out, so fill never drops. Deterministic.
     """
-    model = cost or CostModel()
-    lens = np.asarray(lengths, dtype=np.int64).tolist()
-    doc_cost = model.doc_costs(lengths, image_tokens).tolist()
-    packs = [list(b) for b in bins]
-    cap_count = max_samples_per_pack or max(len(lens), 1)
-    pack_cost = [sum(doc_cost[i] for i in b) for b in packs]
-    stuck: set[int] = set()
-    budget = ATTEMPTS_PER_PACK * len(packs)
-    for _ in range(MAX_ROUNDS):
-        order = sorted(range(len(packs)), key=lambda j: (pack_cost[j], j))
-        cheap = order[: len(order) // 2]
-        used: set[int] = set()
-        improved = False
-        for h in reversed(order[len(order) // 2 :]):
-            if h in stuck or budget <= 0:
-                continue
-            tries = 0
-            for low in cheap:
-                if tries >= PARTNERS or pack_cost[low] >= pack_cost[h]:
-                    break
-                if low in used:
-                    continue
-                tries += 1
-                budget -= 1
-                split = _better_split(packs[h], packs[low], lens, doc_cost, capacity, cap_count)
-                if split is None:
-                    continue
-                (packs[h], pack_cost[h]), (packs[low], pack_cost[low]) = split
-                used.add(low)
-                improved = True
+    lens = np.asarray(lengths, dtype=np.int64)
+    bins = [b for b in bins if len(b)]  # an empty pack stays empty: never filled, left out
+    st = Packs(bins, lens, (cost or CostModel()).doc_costs(lens, image_tokens), capacity)
+    if max_samples_per_pack:
+        st.cap_count = max_samples_per_pack
+    m = len(st.packs)
+    if m >= 2:
+        effort = THOROUGH if m <= THOROUGH_PACKS else FAST
+        budget = int(effort.attempts_per_pack * m) + 8
+        _lift_holes(st, int(HOLE_ATTEMPTS * m) + 4)
+        spread = float(np.var(st.cost))
+        for _ in range(effort.rounds):
+            if not _round(st, budget, effort.partners) or st.attempts >= budget:
                 break
-            else:
-                stuck.add(h)  # no cheap partner helps: its cost floor is high
-        if not improved or budget <= 0:
-            break
-    return [b for b in packs if b]
+            before, spread = spread, float(np.var(st.cost))
+            if spread > (1 - effort.min_gain) * before:
+                break  # the round narrowed the spread too little to try another
+    return [b for b in st.packs if b]
 
 
 def balanced(

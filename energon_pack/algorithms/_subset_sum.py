@@ -32,7 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ["fill_counts", "fill_room", "subset_positions", "subset_sum"]
+__all__ = [
+    "fill_counts",
+    "fill_room",
+    "reach_steps",
+    "subset_positions",
+    "subset_sum",
+    "walk_back",
+]
 
 
 def subset_sum(
@@ -60,6 +67,20 @@ def subset_sum(
     if hi < lo:
         return None
     goal = hi if target is None else min(max(target, lo), hi)
+    reach, steps = reach_steps(values, counts, hi, goal)
+    s = _nearest(reach >> lo, goal - lo)
+    return None if s is None else walk_back(steps, s + lo)
+
+
+def reach_steps(
+    values: Sequence[int], counts: Mapping[int, int], hi: int, goal: int | None = None
+) -> tuple[int, list[tuple[int, int, int]]]:
+    """The bitset of totals reachable with copies of ``values`` up to ``hi``, and its steps.
+
+    Bit ``s`` of the int is set when some choice has total ``s``; each step is ``(length,
+    copies, reach before)`` for :func:`walk_back`. Stops early once ``goal`` is reachable (when
+    given). ``reach_steps([5, 3], {5: 1, 3: 1}, 9)[0] == 0b100101001`` (totals 0, 3, 5, 8).
+    """
     full = (2 << hi) - 1  # totals 0..hi
     reach = 1
     steps: list[tuple[int, int, int]] = []  # (length, copies, reach before)
@@ -80,12 +101,14 @@ def subset_sum(
                 reach = (reach | reach << (c * x)) & full
                 m -= c
                 c <<= 1
-        if reach.bit_length() > goal and (reach >> goal) & 1:
+        if goal is not None and reach.bit_length() > goal and (reach >> goal) & 1:
             break
-    s = _nearest(reach >> lo, goal - lo)
-    if s is None:
-        return None
-    s += lo
+    return reach, steps
+
+
+def walk_back(steps: list[tuple[int, int, int]], s: int) -> dict[int, int]:
+    """``{length: copies}`` with total ``s`` (a set bit of the steps' reach): each chunk whose
+    total was not reachable before it is taken, so ties prefer earlier values."""
     take: dict[int, int] = {}
     for x, c, before in reversed(steps):
         if not s:

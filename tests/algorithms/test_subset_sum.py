@@ -11,8 +11,10 @@ import pytest
 from energon_pack.algorithms._subset_sum import (
     fill_counts,
     fill_room,
+    reach_steps,
     subset_positions,
     subset_sum,
+    walk_back,
 )
 
 
@@ -101,3 +103,17 @@ def test_positions_are_a_valid_subset(seed: int) -> None:
     assert chosen is not None
     assert len(set(chosen)) == len(chosen) and chosen == sorted(chosen)
     assert sum(values[p] for p in chosen) == best
+
+
+def test_reach_steps_and_walk_back() -> None:
+    # Totals of {5, 3} up to 9: 0, 3, 5, 8 (the docstring's bits); walking back 8 takes both.
+    bits, steps = reach_steps([5, 3], {5: 1, 3: 1}, 9)
+    assert bits == 0b100101001
+    assert walk_back(steps, 8) == {5: 1, 3: 1}
+    assert walk_back(steps, 3) == {3: 1}
+    assert walk_back(steps, 0) == {}
+    # Three 3s in chunks of 1 and 2: 9 is one chunk of each. With goal 6 the scan stops after
+    # the 3s (6 is reachable), so no total with the 5 is set.
+    bits, steps = reach_steps([3], {3: 3}, 9)
+    assert bits == 0b1001001001 and walk_back(steps, 9) == {3: 3}
+    assert reach_steps([3, 5], {3: 3, 5: 1}, 20, goal=6)[0] == 0b1001001001

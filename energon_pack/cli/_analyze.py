@@ -52,8 +52,8 @@ from energon_pack.cli._tasks import TASKS, build_encoder, check_sample_type
     default="text",
     show_default=True,
     help="The encoder the dataset goes through: text (TextSample / JSONL text), sft (JSONL "
-    "prompt/response), captioning (CaptioningSample), vqa (VQASample), conversation "
-    "(make-dataset --task conversation).",
+    "prompt/response), captioning (CaptioningSample), vqa (VQASample, VidQASample), "
+    "conversation (make-dataset --task conversation; VQA, VidQA, InterleavedSample).",
 )
 @click.option(
     "--tokenizer",

@@ -7,8 +7,9 @@
 text           ``LLMPackingTaskEncoder(tokenizer)``       TextSample, or JSONL ``text``
 sft            ``SFTPackingTaskEncoder(tokenizer)``       JSONL ``prompt`` / ``response``
 captioning     ``CaptioningPackingTaskEncoder(tok, ip)``  CaptioningSample
-vqa            ``VQAPackingTaskEncoder(tok, ip)``         VQASample
-conversation   ``ConversationPackingTaskEncoder(...)``    ``make-dataset --task conversation``
+vqa            ``VQAPackingTaskEncoder(tok, ip)``         VQASample, VidQASample
+conversation   ``ConversationPackingTaskEncoder(...)``    ``make-dataset --task conversation``,
+                                                          VQA, VidQA, InterleavedSample
 =============  =========================================  ===================================
 
 The media tasks take ``--processor DIR``, a local transformers processor directory: its
@@ -39,8 +40,8 @@ TASKS: dict[str, tuple[str, ...]] = {
     "text": ("TextSample", "CrudeWebdataset"),
     "sft": ("CrudeWebdataset",),
     "captioning": ("CaptioningSample",),
-    "vqa": ("VQASample",),
-    "conversation": ("CrudeWebdataset", "VQASample"),
+    "vqa": ("VQASample", "VidQASample"),
+    "conversation": ("CrudeWebdataset", "VQASample", "VidQASample", "InterleavedSample"),
 }
 #: Tasks whose documents hold images or videos (they need ``--processor``).
 MEDIA_TASKS = ("captioning", "vqa", "conversation")

@@ -48,18 +48,11 @@ class EncodedSample(Sample):
         return int(self.tokens.shape[0])
 
     @property
-    def num_media_tokens(self) -> int:
-        """Media placeholder tokens of the document (in its media spans; 0 for text)."""
-        spans = self.media_spans()
-        return int((spans[:, 1] - spans[:, 0]).sum())
-
-    @property
     def media_load(self) -> tuple[int, int]:
         """``(media placeholder tokens, images + videos)``: what the media budgets of
-        :class:`~energon_pack.algorithms.PackingSpec` count. ``(0, 0)`` for text, ``(256, 1)``
-        for a captioning document with one 256-token image; a light document's spans are
-        final, so it gives the numbers of the materialized one."""
-        return self.num_media_tokens, len(self.media_spans())
+        :class:`~energon_pack.algorithms.PackingSpec` count; ``(0, 0)`` for text. A document
+        type with media overrides it (captioning: ``(256, 1)`` for one 256-token image)."""
+        return 0, 0
 
     def media_spans(self) -> torch.Tensor:
         """``(k, 2)`` int64 ``[start, end)`` token spans of media, by start; none for text."""
@@ -100,6 +93,18 @@ class EncodedCaptioningSample(EncodedSample):
     image_grid_thw: torch.Tensor
     #: (num_images, 2) int64 [start, end) of each image's placeholder tokens in ``tokens``.
     image_spans: torch.Tensor
+
+    @property
+    def num_media_tokens(self) -> int:
+        """Media placeholder tokens of the document (in its media spans)."""
+        spans = self.media_spans()
+        return int((spans[:, 1] - spans[:, 0]).sum())
+
+    @property
+    def media_load(self) -> tuple[int, int]:
+        """``(num_media_tokens, items in media_spans)``, for images and (subtypes) videos; a
+        light document's spans are final, so it gives the numbers of the materialized one."""
+        return self.num_media_tokens, len(self.media_spans())
 
     def media_spans(self) -> torch.Tensor:
         """The image spans, ``(num_images, 2)`` int64."""

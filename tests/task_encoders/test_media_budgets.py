@@ -7,10 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import torch
 from conftest import VLM_PACK_SIZE, png
 
 from energon_pack.algorithms import CarryOver, MediaLoad, PackingSpec, simulate_packs
-from energon_pack.samples import LightMultimodalDocument, PackingCounts
+from energon_pack.samples import (
+    EncodedCaptioningSample,
+    EncodedSample,
+    LightMultimodalDocument,
+    PackingCounts,
+)
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, ConversationSample
 from energon_pack.testing import assert_each_sample_once, member_keys
 from energon_pack.tools import make_loader
@@ -53,6 +59,23 @@ def test_light_and_materialized_documents_report_the_same_load(
     assert isinstance(planned, LightMultimodalDocument)
     # 28x56 -> 2 tokens, 56x84 -> 6, 4 frames of 56x56 -> 2 temporal patches x 4 = 8.
     assert planned.media_load == doc.media_load == light.materialize(planned).media_load == (16, 3)
+
+
+def test_text_and_captioning_documents_media_load() -> None:
+    text = EncodedSample(
+        __key__="t", __restore_key__=(), tokens=torch.arange(4), loss_mask=torch.ones(4, dtype=bool)
+    )
+    assert text.media_load == (0, 0)
+    caption = EncodedCaptioningSample(
+        __key__="c",
+        __restore_key__=(),
+        tokens=torch.arange(12),
+        loss_mask=torch.ones(12, dtype=bool),
+        pixel_values=torch.zeros(24, 8),
+        image_grid_thw=torch.tensor([[1, 4, 4], [1, 2, 4]]),
+        image_spans=torch.tensor([[1, 5], [7, 9]]),
+    )
+    assert caption.media_load == (6, 2)
 
 
 @pytest.mark.parametrize("carry_over", [None, CarryOver(max_age=3)])

@@ -18,8 +18,8 @@ costly pack (its three longest, or its two longest together) for a subset of the
 documents whose total fits both packs' free room (found in the cheap pack's reach bitset, the
 exact subset sums of :func:`~energon_pack.algorithms._subset_sum.reach_steps`; the empty
 subset is a donation into free room). Long documents out, short ones in: the token counts stay
-and ``sum(len**2)`` drops. The subset total aimed at is the one whose cost, at the cheap pack's
-cost per token, halves the pair's gap; a move is kept only if it narrows the gap.
+and ``sum(len**2)`` drops. The subset total aimed at is the one nearest the moved tokens
+(packs keep their fill where the rooms allow); a move is kept only if it narrows the gap.
 
 1. Holes first: packs more than ``HOLE`` standard deviations below the mean (the under-filled
    tail of best fit) are each offered to the costliest packs until one helps, and again while

@@ -71,17 +71,19 @@ def _best_move(
     that narrows their gap: ``(moved out of high, moved out of low, cost moved, tokens moved)``.
 
     Hot loop (runs per pair attempt): for each candidate of ``high`` (and, when ``low`` has
-    free room, the fitting document whose cost is nearest half the gap, a donation), the
-    subset total is the reachable one (``reach``: ``low``'s totals as a string of bits, so
-    the search is ``str.find``) nearest the total whose cost at ``low``'s cost per token
-    halves the gap, within both packs' rooms; only the best estimate is walked back.
+    free room, the fitting document whose cost is nearest half the gap), the subset total is
+    the reachable one (``reach``: ``low``'s totals as a string of bits, so the search is
+    ``str.find``) nearest the candidate's own tokens within both packs' rooms: packs keep
+    their fill where they can (aiming at the total that halves the cost gap instead spread
+    free room over many packs, and carry-over, which carries under-filled packs, lost up to 8
+    points of fill with ``balanced``). The candidates are scored by the new gap, a subset's
+    cost estimated at ``low``'s cost per token; only the best is walked back and checked.
     """
     cost_h, cost_l, tok_h, tok_l = sums
     room_h, room_l = capacity - tok_h, capacity - tok_l
     gap = cost_h - cost_l
     half = gap / 2
-    per_token = cost_l / tok_l if tok_l else 0.0  # 0: low's documents cost nothing (text
-    # under a vision-only cost); then the total nearest x, a same-tokens exchange, is wanted
+    per_token = cost_l / tok_l if tok_l else 0.0  # to estimate a subset's cost from its total
     if room_l > 0:
         fits = [(abs(costs[i] - half), i) for i in high if lens[i] <= room_l]
         if fits:
@@ -92,8 +94,7 @@ def _best_move(
     for move, x, cx in cands:
         lo = x - room_l if x > room_l else 0
         hi = x + room_h
-        want = int((cx - half) / per_token + 0.5) if per_token else x
-        want = lo if want < lo else hi if want > hi else want
+        want = x  # the same tokens: packs keep their fill (what carry-over relies on)
         s = totals.rfind("1", lo, want + 1)  # the reachable total nearest want in [lo, hi]
         up = totals.find("1", want + 1, hi + 1)
         if up >= 0 and (s < 0 or up - want < want - s):

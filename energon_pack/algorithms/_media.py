@@ -7,7 +7,8 @@ max_media_per_pack=...)``. Every algorithm packs by tokens only; :func:`enforce_
 is a deterministic post-pass that makes any algorithm's bins honour the budgets:
 
 0. if a pack is over a budget, :func:`~energon_pack.algorithms.balance_packs` first evens
-   out the media tokens over the packs (:data:`VISION_COST`; same packs, same fill);
+   out the media tokens of the packs over budget and the lightest packs (:data:`VISION_COST`,
+   :data:`PARTNERS_PER_OVER` light packs per pack over budget; no pack added, same fill);
 1. a pack over a budget evicts members, the media-heaviest first, until it is within budget;
 2. the evicted documents, longest first, go by best fit (least room left) into the packs that
    have room for them in *every* dimension: slots, ``max_samples_per_pack``, media tokens and
@@ -16,13 +17,11 @@ is a deterministic post-pass that makes any algorithm's bins honour the budgets:
 3. the text documents made to leave, longest first, go by best fit into any pack with room
    (the holes the evictions left, usually); a new pack is opened only when none has.
 
-Steps 0 and 2 are what keeps the fill: on the LLaVA-like mix of
-``tests/benchmarks/media_packing.py`` (8,000 documents, pack 16384, buffer 256, a tight budget
-of 12288 media tokens) evicting and best-fitting alone filled 85.7% of the slots, with step 2
-89.5%, with steps 0 and 2 92.0% (97.4% without budgets); at a looser 14336 (20,000 documents)
-step 0 takes fill from 91.9% to 97.1% at buffer 256 and from 93.5% to 99.3% at 2048. It is
-the costly step (``balance_packs``: about 0.1-0.2 ms per document where packs are over budget,
-nothing where none is).
+Step 0 is what keeps the fill: on the LLaVA-like mix of ``tests/benchmarks/media_packing.py``
+(20,000 documents, pack 16384, a budget of 14336 media tokens where the mean pack holds 12.4k)
+evicting and re-placing alone filled 91.9% (buffer 256) and 93.5% (2048), with step 0 97.7% and
+98.8% (97.7% / 99.7% without budgets). It is also the costly step (``balance_packs``: ~0.01-0.03
+ms per document where packs are over budget, nothing where none is).
 
 Worked example, pack size 10, ``max_media_tokens_per_pack=6``, lengths ``[5, 3, 3, 2]`` with
 media tokens ``[4, 4, 0, 0]``: best-fit decreasing gives ``[[0, 1, 3], [2]]``; pack 0 holds 8

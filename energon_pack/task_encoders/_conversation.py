@@ -23,10 +23,10 @@ conversation datasets (one pack type for all):
   *text* document (:data:`~energon_pack.task_encoders.TEXT_ROLE`), the items in order joined by
   :attr:`ConversationPackingTaskEncoder.interleaved_separator` (an image becomes its tag),
   rendered ``[BOS] ... [EOD]`` without the chat template, the loss on every text token, none
-  on the images::
+  on the images (the test tokenizer drops the ``\\n`` separators)::
 
-      sequence ["a cat", <png>, "on a mat"]  ->  <s> a cat \n <vs> <img>*4 <ve> \n on a mat </s>
-                                                  F  T  T  T   F     F     F  T  T  T T   T
+      sequence ["a cat", <png>, "on a mat"]  ->  <s> a cat <vs> <img>*4 <ve> on a mat </s>
+                                                  F  T  T   F     F     F  T  T  T   T
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def interleaved_conversation(
     sample: InterleavedSample, *, image_tag: str = "<image>", separator: str = "\n"
 ) -> tuple[list[Message], list[Any]]:
     """An ``InterleavedSample`` as one text message and its images, in order:
-    ``["a cat", img, "on a mat"]`` -> ``[{"role": "text", "content": "a cat\n<image>\non a
+    ``["a cat", img, "on a mat"]`` -> ``[{"role": "text", "content": "a cat\\n<image>\\non a
     mat"}]``, ``[img]``. A text containing ``image_tag`` itself is a ``ValueError``."""
     parts: list[str] = []
     images: list[Any] = []

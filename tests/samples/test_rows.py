@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from energon_pack.samples import RowSource, concat_rows
+from energon_pack.samples._rows import empty_rows
 
 
 class Rows:
@@ -33,9 +34,19 @@ def test_row_sources_are_written_into_their_slice() -> None:
     assert torch.equal(out, expected) and b.writes == 1
 
 
-def test_tensors_only_is_torch_cat() -> None:
-    parts = [torch.ones(2, 3), torch.zeros(1, 3)]
+def test_tensors_only_equal_torch_cat() -> None:
+    parts = [torch.rand(2, 3), torch.zeros(1, 3)]
     assert torch.equal(concat_rows(parts), torch.cat(parts))
+    mixed = [torch.ones(2, 3), torch.ones(1, 3, dtype=torch.float64)]  # torch.cat promotes
+    assert concat_rows(mixed).dtype == torch.float64
+    bf16 = [torch.ones(2, 3, dtype=torch.bfloat16)] * 2  # no NumPy dtype: torch.cat
+    assert torch.equal(concat_rows(bf16), torch.cat(bf16))
+
+
+def test_empty_rows_has_the_shape_and_dtype_asked_for() -> None:
+    rows = empty_rows((3, 4), torch.float32)
+    assert rows.shape == (3, 4) and rows.dtype == torch.float32
+    assert empty_rows((2, 2), torch.bfloat16).dtype == torch.bfloat16
 
 
 def test_rows_of_different_widths_or_dtypes_are_refused() -> None:

@@ -78,11 +78,12 @@ def test_write_needs_a_contiguous_float32_tensor() -> None:
         fast.write(resized, out)
 
 
-def test_pickled_without_its_scratch() -> None:
+def test_pickles_small_and_the_same() -> None:
+    """Workers get the encoder pickled: no image-sized state travels with it."""
     fast = FastPixels.for_processor(make_image_processor(max_pixels=1000 * 1000))
-    fast.process([noise(900, 900)])  # grows the scratch to ~13 MB
+    fast.process([noise(900, 900)])
     copy = pickle.loads(pickle.dumps(fast))
-    assert len(pickle.dumps(fast)) < 1_000_000
+    assert len(pickle.dumps(fast)) < 100_000
     image = noise(80, 60, 3)
     assert torch.equal(copy.process([image])[0], fast.process([image])[0])
 

@@ -79,7 +79,7 @@ class PackingStats:
 
     @property
     def dropped(self) -> int:
-        """All dropped samples (over-long and empty)."""
+        """All dropped samples (over-long, empty and over a media budget)."""
         return self.counts().dropped
 
     @property
@@ -92,12 +92,13 @@ class PackingStats:
         """Mean number of documents per pack."""
         return self.counts().documents_per_pack
 
-    def record_drop(self, key: str, reason: str, *, empty: bool = False) -> None:
-        """Count a dropped sample and log it at WARNING with the reason."""
-        if empty:
-            self.dropped_empty += 1
-        else:
-            self.dropped_overlong += 1
+    def record_drop(self, key: str, reason: str, *, kind: str = "overlong") -> None:
+        """Count a dropped sample in ``dropped_<kind>`` (``overlong``, ``empty`` or
+        ``over_budget``) and log it at WARNING with the reason."""
+        counter = f"dropped_{kind}"
+        if counter not in self._now:
+            raise ValueError(f"record_drop(kind={kind!r}): no counter {counter!r}.")
+        self._now[counter] += 1
         self.dropped_keys.append(key)
         logger.warning("energon_pack dropped sample %r: %s", key, reason)
 

@@ -50,6 +50,9 @@ class PackingCounts:
     dropped_overlong: int = 0
     #: Documents dropped because they encoded to zero tokens.
     dropped_empty: int = 0
+    #: Documents dropped because their media alone exceed a per-pack media budget
+    #: (``max_media_tokens_per_pack`` / ``max_media_per_pack``): no pack could hold them.
+    dropped_over_budget: int = 0
     #: Samples energon's error handler skipped (a corrupt image, bad UTF-8, an encoder error).
     skipped: int = 0
     #: Packs built.
@@ -82,8 +85,9 @@ class PackingCounts:
 
     @property
     def dropped(self) -> int:
-        """Samples dropped by the over-long policy or for being empty (not the skipped ones)."""
-        return self.dropped_overlong + self.dropped_empty
+        """Samples dropped by the over-long policy, for being empty or over a media budget (not
+        the skipped ones)."""
+        return self.dropped_overlong + self.dropped_empty + self.dropped_over_budget
 
     @property
     def fill(self) -> float:

@@ -151,7 +151,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         docs = [result] if isinstance(result, EncodedSample) else result
         for doc in docs:
             if len(doc.tokens) == 0:
-                stats.record_drop(doc.__key__, "encoded to zero tokens", empty=True)
+                stats.record_drop(doc.__key__, "encoded to zero tokens", kind="empty")
                 continue
             for piece in apply_overlong_policy(
                 doc, self.config.pack_size, self.config.overlong, stats
@@ -162,7 +162,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
                 yield piece
 
     def _over_media_budget(self, doc: EncodedSample, stats: PackingStats) -> bool:
-        """Drop and count ``doc`` (in ``dropped_overlong``, logged with its key) when its media
+        """Drop and count ``doc`` (in ``dropped_over_budget``, logged with its key) when its media
         alone exceed a per-pack media budget: no pack could ever hold it."""
         why = self.config.media_over_budget(*doc.media_load)
         if why is not None:
@@ -170,6 +170,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
                 doc.__key__,
                 f"{why}: no pack can hold it (raise the budget, or shrink the media, e.g. "
                 "the processor's max_pixels or the video frames)",
+                kind="over_budget",
             )
         return why is not None
 

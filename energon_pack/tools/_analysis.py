@@ -212,6 +212,7 @@ def _report(
         truncated=stats.truncated,
         split=stats.split,
         dropped_overlong=stats.dropped_overlong,
+        dropped_over_budget=stats.dropped_over_budget,
         skipped=stats.skipped,
         skipped_samples=list(stats.skipped_samples),
         lengths=measured.lengths,

@@ -42,6 +42,8 @@ class AnalysisResult:
     truncated: int
     split: int
     dropped_overlong: int
+    #: documents dropped because their media alone exceed a per-pack media budget
+    dropped_over_budget: int = 0
     #: samples energon's error handler skipped (a corrupt file, bad UTF-8, an encoder error)
     skipped: int = 0
     #: ``(key, reason)`` of the skipped samples (the most recent 1024)
@@ -134,6 +136,11 @@ class AnalysisResult:
             (
                 "over-long",
                 f"truncated {self.truncated}, split {self.split}, dropped {self.dropped_overlong}",
+            ),
+            *(
+                [("over media budget", f"dropped {self.dropped_over_budget}")]
+                if self.dropped_over_budget
+                else []
             ),
             ("lengths", _length_summary(self.lengths, self.pack_size)),
         ]

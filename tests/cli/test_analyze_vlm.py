@@ -168,7 +168,8 @@ def test_media_budgets_in_the_loader_and_the_replay(tmp_path: Path, processor_di
     # At most 1 image or video per pack: i2 (2 images) can never be packed -> dropped, counted;
     # v and u cannot share -> 2 packs of 48 - 16 = 32 tokens.
     out = _analyze(*common, "--max-media-per-pack", "1")
-    assert (out["dropped_overlong"], out["packs"], out["tokens"]) == (1, 2, 32)
+    assert (out["dropped_over_budget"], out["packs"], out["tokens"]) == (1, 2, 32)
+    assert out["dropped_overlong"] == 0
     assert out["simulated_fill"] == out["fill"] == 32 / 128
     # Documents longer than the pack: the replay cannot model the budgets and says so.
     split = [*common[:-4], "--pack-size", "12", "--buffer-size", "4", "--overlong", "split"]

@@ -9,11 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-#: The tokens a Qwen2-VL-style tokenizer has besides the image placeholder.
-VLM_TOKENS = ["<|video_pad|>", "<|vision_start|>", "<|vision_end|>"]
-#: Pack size of the VLM tests (a 56x84 image is 6 tokens, a 4-frame 56x56 video 8).
-VLM_PACK_SIZE = 64
+from vlm_helpers import VLM_PACK_SIZE, VLM_TOKENS, png, write_frames  # noqa: F401
 
 
 @pytest.fixture(scope="session")
@@ -33,20 +29,6 @@ def vlm_tokenizer(vlm_tokenizer_dir: Path) -> Any:
     from energon_pack.encoding import load_tokenizer
 
     return load_tokenizer(vlm_tokenizer_dir)
-
-
-def png(width: int, height: int, seed: int) -> bytes:
-    from energon_pack.testing import random_png_bytes
-
-    return random_png_bytes(width, height, seed=seed)
-
-
-def write_frames(folder: Path, n: int, size: tuple[int, int], seed: int) -> Path:
-    """``n`` PNG frames ``0000.png``... of ``size`` in ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(n):
-        (folder / f"{i:04d}.png").write_bytes(png(*size, seed=seed * 100 + i))
-    return folder
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import VLM_PACK_SIZE, png
+from vlm_helpers import VLM_PACK_SIZE, png
 
 from energon_pack.task_encoders import (
     ConversationPackingTaskEncoder,

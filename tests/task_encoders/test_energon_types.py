@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import png
 from megatron.energon import InterleavedSample, VidQASample
+from vlm_helpers import png
 
 from energon_pack.task_encoders import (
     ConversationPackingTaskEncoder,

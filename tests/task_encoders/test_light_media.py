@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import VLM_PACK_SIZE
 from megatron.energon import CaptioningSample, TaskEncoder, stateless
 from PIL import Image
+from vlm_helpers import VLM_PACK_SIZE
 
 from energon_pack.algorithms import CarryOver
 from energon_pack.encoding import MediaPlanner, header_size, kept_items, row_map

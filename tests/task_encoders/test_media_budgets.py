@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import VLM_PACK_SIZE, png
+from vlm_helpers import VLM_PACK_SIZE, png
 
 from energon_pack.algorithms import CarryOver, MediaLoad, PackingSpec, simulate_packs
 from energon_pack.samples import (
@@ -100,7 +100,7 @@ def test_loader_keeps_the_budgets_and_counts_what_cannot_fit(
         tokens, items = _pack_load(pack)
         assert tokens <= 10 and items <= 2
     counts = sum((p.counts for p in packs), PackingCounts())
-    assert counts.dropped_overlong == 4 and counts.documents == len(keys) - 4
+    assert counts.dropped_over_budget == 4 and counts.documents == len(keys) - 4
     assert set(enc.stats.dropped_keys) == set(over)
     # The budgets bind: without them some pack holds more than 10 media tokens or 2 items.
     free = list(
@@ -125,7 +125,7 @@ def test_over_budget_drop_is_logged_with_key_and_reason(
     enc = _encoder(vlm_tokenizer_dir, image_processor, max_media_tokens_per_pack=4)
     with caplog.at_level("WARNING", logger="energon_pack.stats"):
         assert list(enc.encode_sample(sample)) == []
-    assert enc.stats.dropped_overlong == 1
+    assert enc.stats.dropped_over_budget == 1
     assert "'big'" in caplog.text and "6 media tokens > max_media_tokens_per_pack=4" in caplog.text
 
 

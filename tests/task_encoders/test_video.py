@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import png
 from PIL import Image
+from vlm_helpers import png
 
 from energon_pack.algorithms import OverlongSampleError
 from energon_pack.attention import mrope_position_ids
@@ -97,8 +97,8 @@ def test_a_video_document_longer_than_the_pack_is_cut_around_the_video(
 @pytest.fixture(scope="module")
 def stamp_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A tokenizer that knows digits (timestamps are not all ``<unk>``) and the VLM tokens."""
-    from conftest import VLM_TOKENS
     from transformers import AutoTokenizer
+    from vlm_helpers import VLM_TOKENS
 
     from energon_pack.testing import make_tokenizer, synthetic_texts
 

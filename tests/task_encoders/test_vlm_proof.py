@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import png
+from vlm_helpers import png
 from vlm_models import FAMILIES, TOKENS_PER_SECOND, tiny_vlm
 
 from energon_pack.samples import collate_packs, pack_documents

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import VLM_PACK_SIZE, png
 from megatron.energon import VQASample
+from vlm_helpers import VLM_PACK_SIZE, png
 
 from energon_pack.task_encoders import VQAPackingTaskEncoder
 from energon_pack.testing import (

@@ -1,0 +1,26 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Plain helpers of the VLM tests (importable by name: ``from vlm_helpers import png``; a
+``from conftest import ...`` would pick whichever test folder's conftest was imported first)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The tokens a Qwen2-VL-style tokenizer has besides the image placeholder.
+VLM_TOKENS = ["<|video_pad|>", "<|vision_start|>", "<|vision_end|>"]
+#: Pack size of the VLM tests (a 56x84 image is 6 tokens, a 4-frame 56x56 video 8).
+VLM_PACK_SIZE = 64
+
+
+def png(width: int, height: int, seed: int) -> bytes:
+    from energon_pack.testing import random_png_bytes
+
+    return random_png_bytes(width, height, seed=seed)
+
+
+def write_frames(folder: Path, n: int, size: tuple[int, int], seed: int) -> Path:
+    """``n`` PNG frames ``0000.png``... of ``size`` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (folder / f"{i:04d}.png").write_bytes(png(*size, seed=seed * 100 + i))
+    return folder

@@ -60,7 +60,8 @@ class PackingConfig(PackingSpec):
     """A :class:`~energon_pack.algorithms.PackingSpec` plus what only the encoders need.
 
     Every packing knob (``pack_size``, ``algorithm``, ``max_samples_per_pack``, ``alignment``,
-    ``overlong``, ``carry_over``, ``step_packs``) is the spec's, with its defaults and its
+    ``overlong``, ``carry_over``, ``step_packs``, ``max_media_tokens_per_pack``,
+    ``max_media_per_pack``) is the spec's, with its defaults and its
     validation: ``PackingConfig(pack_size=4096, overlong="split", pad_token_id=0)``.
     """
 

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from energon_pack.samples import empty_rows
+
 __all__ = ["FastPixels", "PendingPixels"]
 
 #: Probe image sizes (width, height) the fast path must match the processor on, bit for bit.
@@ -191,7 +193,7 @@ class PendingPixels:
             start = end
 
     def tensor(self) -> torch.Tensor:
-        """The rows as a new tensor."""
-        out = torch.empty(self.shape, dtype=self.dtype)
+        """The rows as a new tensor (in NumPy-allocated memory, as a pack's: ``empty_rows``)."""
+        out = empty_rows(tuple(self.shape), self.dtype)
         self.write_into(out)
         return out

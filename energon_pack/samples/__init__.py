@@ -39,7 +39,7 @@ from energon_pack.samples._packed import (
     PackLayout,
     pack_documents,
 )
-from energon_pack.samples._rows import RowSource, concat_rows
+from energon_pack.samples._rows import RowSource, concat_rows, empty_rows
 
 __all__ = [
     "IGNORE_INDEX",
@@ -59,6 +59,7 @@ __all__ = [
     "RowSource",
     "collate_packs",
     "concat_rows",
+    "empty_rows",
     "light_document",
     "materialized",
     "pack_documents",

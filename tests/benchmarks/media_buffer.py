@@ -16,7 +16,8 @@ worker) and ``repeat=True`` (training: the buffer stays full). Reported: peak RS
 process (``ru_maxrss``) and its growth over the RSS before iterating, seconds to the first pack
 (filling the buffer), steady samples/s (documents packed after the first pack / time), the
 process CPU time per packed document over the same window (less sensitive to other load than
-wall time) and fill (real tokens / pack slots). A guard stops a run above ``--max-rss-gb`` (reported as such).
+wall time), minor page faults per packed document, fill (real tokens / pack slots) and the
+1-minute load average at the end of the run (the machine is shared: the highest over repeats). A guard stops a run above ``--max-rss-gb`` (reported as such).
 ``--megapixels 1`` makes every image 1 MP (the issue's bar; aspect ratios still vary).
 ``--repeats N`` runs each cell N times, alternating the modes (stock, light, stock, light) so
 that a drifting machine load hits both; the row keeps the best samples/s and first pack (the
@@ -136,6 +137,7 @@ def run_one(data: str, tokenizer: str, mode: str, buffer: int, docs: int, cap: f
         "cpu_ms_per_doc": 1000 * cpu / packed,
         "faults_per_doc": (usage.ru_minflt - usage0.ru_minflt) / packed,
         "fill": real / slots if slots else 0.0,
+        "load": os.getloadavg()[0],
         "note": stopped,
     }
 
@@ -160,6 +162,8 @@ def best_of(runs: list[dict]) -> dict:
         "growth_gb": max(r["growth_gb"] for r in runs),
         "first_s": min(r["first_s"] for r in runs),
         "cpu_ms_per_doc": min(r["cpu_ms_per_doc"] for r in runs),
+        "faults_per_doc": min(r["faults_per_doc"] for r in runs),
+        "load": max(r["load"] for r in runs),
         "all_docs_per_s": [round(r["docs_per_s"], 2) for r in runs],
     }
 
@@ -186,10 +190,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data, tok = build(Path(tmp), args.images, args.megapixels)
         print(
-            "| buffer | mode | peak RSS GB | growth GB | first pack s | docs/s | CPU ms/doc | fill "
-            "| runs docs/s |"
+            "| buffer | mode | peak RSS GB | growth GB | first pack s | docs/s | CPU ms/doc "
+            "| faults/doc | fill | load | runs docs/s |"
         )
-        print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for buffer in args.buffers:
             runs: dict[str, list[dict]] = {mode: [] for mode in args.modes}
             errors: dict[str, str] = {}
@@ -208,7 +212,7 @@ def main() -> None:
                 print(
                     f"| {buffer} | {mode} | {r['peak_gb']:.2f} | {r['growth_gb']:.2f} | "
                     f"{r['first_s']:.1f} | {r['docs_per_s']:.2f} | {r['cpu_ms_per_doc']:.1f} | "
-                    f"{r['fill']:.3f} | "
+                    f"{r['faults_per_doc']:.0f} | {r['fill']:.3f} | {r['load']:.1f} | "
                     f"{' '.join(map(str, r['all_docs_per_s']))} {r['note']} |",
                     flush=True,
                 )

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from energon_pack.samples import RowSource, concat_rows
-from energon_pack.samples._rows import empty_rows
+from energon_pack.samples import RowSource, concat_rows, empty_rows
 
 
 class Rows:

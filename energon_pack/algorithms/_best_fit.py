@@ -34,9 +34,11 @@ import numpy as np
 
 __all__ = [
     "best_fit_decreasing",
+    "best_fit_decreasing_list",
     "best_fit_decreasing_rooms",
     "best_fit_groups",
     "best_fit_keys",
+    "bin_rooms",
     "sorted_groups",
 ]
 
@@ -64,20 +66,20 @@ def sorted_groups(lengths: np.ndarray) -> tuple[list[int], list[int], list[int]]
 
 def best_fit_keys(
     order: list[int], lengths: list[int], capacity: int, max_samples_per_pack: int | None
-) -> tuple[list[list[int]], list[int]]:
+) -> list[list[int]]:
     """Best fit of ``lengths[i]`` for ``i`` in ``order``, with the open packs' rooms in a sorted
     list of ints (``keys``) and their bins in a parallel list (``ids``).
 
     ``bisect_left(keys, x)`` finds the tightest room ``>= x``; a new room is inserted before the
     equal ones, so among equal rooms the leftmost is the most recently filled pack: the same tie
     rule as :func:`best_fit_groups`. No tuples are built per sample (a third faster than sorted
-    ``(room, -stamp, bin)`` keys on 16-2048 lengths). Returns the bins and each bin's room.
+    ``(room, -stamp, bin)`` keys on 16-2048 lengths), and the bins' rooms are left to
+    :func:`bin_rooms` (most calls never need them). Hot loop, kept whole.
     """
     cap_count = max_samples_per_pack or len(order) or 1
     keys: list[int] = []
     ids: list[int] = []
     bins: list[list[int]] = []
-    rooms: list[int] = []
     find = bisect.bisect_left
     pop_key, pop_id, put_key, put_id = keys.pop, ids.pop, keys.insert, ids.insert
     for idx in order:
@@ -88,20 +90,25 @@ def best_fit_keys(
             b = pop_id(k)
             members = bins[b]
             members.append(idx)
-            rooms[b] = room
             if not room or len(members) >= cap_count:
                 continue
         else:
             b = len(bins)
             room = capacity - x
             bins.append([idx])
-            rooms.append(room)
             if not room or cap_count == 1:
                 continue
         k = find(keys, room)
         put_key(k, room)
         put_id(k, b)
-    return bins, rooms
+    return bins
+
+
+def bin_rooms(bins: list[list[int]], lengths: list[int], capacity: int) -> list[int]:
+    """Each bin's room: ``capacity`` minus its lengths. ``bin_rooms([[0, 2], [1]], [5, 4, 3],
+    10)`` is ``[2, 6]``."""
+    get = lengths.__getitem__
+    return [capacity - sum(map(get, b)) for b in bins]
 
 
 def best_fit_groups(
@@ -220,6 +227,17 @@ def best_fit_groups(
     return bins, rooms
 
 
+def _best_fit_sorted(
+    order: list[int], values: list[int], total: int, capacity: int, per_pack: int | None
+) -> list[list[int]]:
+    """:func:`best_fit_keys` of ``values`` (summing to ``total``) in ``order`` (longest first),
+    or, when they all fit one pack, that pack at once (what best fit ends with)."""
+    n = len(order)
+    if total <= capacity and (per_pack or n) >= n:
+        return [order]
+    return best_fit_keys(order, values, capacity, per_pack)
+
+
 def best_fit_decreasing_rooms(
     lengths: np.ndarray, capacity: int, max_samples_per_pack: int | None = None
 ) -> tuple[list[list[int]], list[int]]:
@@ -231,12 +249,36 @@ def best_fit_decreasing_rooms(
             order = sorted(range(n), key=vals.__getitem__, reverse=True)  # stable
         else:
             order = np.argsort(-lengths, kind="stable").tolist()  # the same order
-        total = sum(vals)
-        if total <= capacity and (max_samples_per_pack or n) >= n:
-            return [order], [capacity - total]  # all in one pack: what best fit ends with
-        return best_fit_keys(order, vals, capacity, max_samples_per_pack)
+        bins = _best_fit_sorted(order, vals, sum(vals), capacity, max_samples_per_pack)
+        return bins, bin_rooms(bins, vals, capacity)
     order, values, starts = sorted_groups(lengths)
     return best_fit_groups(order, values, starts, capacity, max_samples_per_pack)
+
+
+def best_fit_decreasing_list(
+    values: list[int], capacity: int, max_samples_per_pack: int | None = None
+) -> tuple[list[list[int]], int] | None:
+    """Best-fit decreasing of a short Python list of ints, checked here, without NumPy.
+
+    The small-input path of ``pack_lengths`` (``select_samples_to_pack`` passes a list of ints
+    per buffer): the bins of :func:`best_fit_decreasing` and the lengths' total, or ``None``
+    unless ``values`` is a non-empty list of ints in ``1..capacity`` (the caller's validating
+    path then names the problem). The checks cost next to nothing: the total must be an
+    ``int`` (a float, a NumPy integer or a string in the list makes it something else, or
+    raises), and the sort's ends are the shortest and the longest length.
+    ``best_fit_decreasing_list([5, 4, 6, 3, 2], 10)`` is ``([[2, 1], [0, 3, 4]], 20)``;
+    ``best_fit_decreasing_list([5, 0], 10)`` and ``([5, 2.0], 10)`` are ``None``.
+    """
+    try:
+        total = sum(values)
+    except TypeError:
+        return None
+    if type(total) is not int or not values:
+        return None
+    order = sorted(range(len(values)), key=values.__getitem__, reverse=True)  # stable
+    if values[order[-1]] < 1 or values[order[0]] > capacity:
+        return None
+    return _best_fit_sorted(order, values, total, capacity, max_samples_per_pack), total
 
 
 def best_fit_decreasing(

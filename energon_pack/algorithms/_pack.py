@@ -38,7 +38,10 @@ from energon_pack.algorithms._media import (
     has_media_budgets,
 )
 from energon_pack.algorithms._registry import ALGORITHMS
-from energon_pack.algorithms._repair import best_fit_decreasing_repair
+from energon_pack.algorithms._repair import (
+    best_fit_decreasing_repair,
+    best_fit_decreasing_repair_list,
+)
 from energon_pack.algorithms._spec import PackingSpec, as_spec
 from energon_pack.algorithms._step_order import step_order
 
@@ -50,6 +53,9 @@ __all__ = ["MEDIA_COST", "pack_lengths"]
 #: merged token over the language model's linear FLOPs per token for Qwen2-VL-7B (ViT 32 x
 #: 1280 wide, 4 patches per merged token: ~5 GFLOPs; Qwen2-7B: ~13 GFLOPs per token).
 MEDIA_COST = CostModel(image=0.4)
+#: Lists up to this long (``select_samples_to_pack``'s buffers) take the default algorithm's
+#: list path (:func:`_short_list`): ~2 us less per call for 16 lengths, the same bins.
+SHORT_LIST = 64
 
 
 def pack_lengths(
@@ -89,6 +95,10 @@ def pack_lengths(
             alignment, media budgets without ``media``, or one sample over a media budget
             (the message says what to do).
     """
+    if type(lengths) is list and media is None and balance is None and not spec_fields:
+        bins = _short_list(lengths, spec)
+        if bins is not None:
+            return bins
     spec = as_spec(spec, **spec_fields)
     arr = spec.slot_lengths(lengths)
     _check_media(arr, media, spec)
@@ -112,6 +122,21 @@ def pack_lengths(
         costs = _order_costs(bins, arr, media, balance)
         bins = [bins[i] for i in step_order(costs, spec.step_packs)]
     return bins
+
+
+def _short_list(lengths: list, spec: PackingSpec | int) -> list[list[int]] | None:
+    """The default algorithm on a short list of ints without building an array (the same
+    bins: :func:`~energon_pack.algorithms._repair.best_fit_decreasing_repair_list`), or
+    ``None`` where it does not apply: a longer list, alignment, ``step_packs``, media budgets,
+    another algorithm, or lengths the validating path must name (zero, too long, not ints)."""
+    if (
+        len(lengths) > SHORT_LIST
+        or not isinstance(spec, PackingSpec)
+        or not spec._plain
+        or ALGORITHMS[spec.algorithm] is not best_fit_decreasing_repair
+    ):
+        return None
+    return best_fit_decreasing_repair_list(lengths, spec.pack_size, spec.max_samples_per_pack)
 
 
 def _order_costs(

@@ -39,7 +39,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from energon_pack.algorithms._best_fit import best_fit_decreasing_rooms
+from energon_pack.algorithms._best_fit import (
+    best_fit_decreasing_list,
+    best_fit_decreasing_rooms,
+    bin_rooms,
+)
 from energon_pack.algorithms._bounds import martello_toth_l2
 from energon_pack.algorithms._subset_sum import fill_counts
 
@@ -50,6 +54,7 @@ __all__ = [
     "SEARCH_EFFORT",
     "RepairEffort",
     "best_fit_decreasing_repair",
+    "best_fit_decreasing_repair_list",
     "best_fit_decreasing_search",
     "repair_packs",
 ]
@@ -229,21 +234,23 @@ def _l2_of_list(values: list[int], capacity: int) -> int:
 def _repair_rounds(
     bins: list[list[int]],
     rooms: list[int],
-    lengths: np.ndarray,
+    lengths: np.ndarray | list[int],
     capacity: int,
     max_samples_per_pack: int | None,
     effort: RepairEffort,
 ) -> tuple[list[list[int]], list[int]]:
+    """:func:`repair_packs`, returning the rooms too; ``lengths`` an array or a list of ints."""
     slack = sum(rooms)  # packs - ceil(sum / C) == slack // C: no NumPy call on the early exit
     if slack < capacity or not effort.rounds:
         return bins, rooms
-    values = lengths.tolist()
+    values = lengths if type(lengths) is list else lengths.tolist()
     if len(values) <= SMALL_BOUND:
         bound = _l2_of_list(values, capacity)
     elif len(bins) <= _halves_bound(values, capacity):
         return bins, rooms  # at L2 already (a cheap part of it), without NumPy calls
     else:
-        bound = max(len(bins) - slack // capacity, martello_toth_l2(lengths, capacity))
+        arr = np.asarray(lengths, dtype=np.int64)
+        bound = max(len(bins) - slack // capacity, martello_toth_l2(arr, capacity))
     if len(bins) <= bound:
         return bins, rooms
     cap_count = max_samples_per_pack or len(values)
@@ -290,6 +297,26 @@ def best_fit_decreasing_repair(
         return bins  # at ceil(sum / C) already: the common case on small buffers
     effort = _default_effort(lengths.size)
     return repair_packs(bins, rooms, lengths, capacity, max_samples_per_pack, effort)
+
+
+def best_fit_decreasing_repair_list(
+    values: list[int], capacity: int, max_samples_per_pack: int | None = None
+) -> list[list[int]] | None:
+    """:func:`best_fit_decreasing_repair` of a short Python list, without NumPy: the same bins,
+    or ``None`` unless ``values`` is a non-empty list of ``int`` in ``1..capacity`` (see
+    :func:`~energon_pack.algorithms._best_fit.best_fit_decreasing_list`; ``pack_lengths`` takes
+    this path for short lists). ``best_fit_decreasing_repair_list([4, 4, 3, 3, 3, 3], 10)`` is
+    ``[[0, 2, 3], [1, 4, 5]]``, as the worked example in the module docstring.
+    """
+    found = best_fit_decreasing_list(values, capacity, max_samples_per_pack)
+    if found is None:
+        return None
+    bins, total = found
+    if len(bins) * capacity - total < capacity:
+        return bins  # at ceil(sum / C) already
+    rooms = bin_rooms(bins, values, capacity)
+    effort = _default_effort(len(values))
+    return _repair_rounds(bins, rooms, values, capacity, max_samples_per_pack, effort)[0]
 
 
 def best_fit_decreasing_search(

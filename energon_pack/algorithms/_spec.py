@@ -112,6 +112,10 @@ class PackingSpec:
             )
         if self.step_packs is not None:
             check_step_packs(self.step_packs)
+        # pack_lengths' short-list path: lengths as given are the slots, in any order, with no
+        # budget but the pack's (decided once here; a frozen spec keeps it true).
+        plain = self.alignment == 1 and self.step_packs is None and not has_media_budgets(self)
+        object.__setattr__(self, "_plain", plain)
 
     @property
     def has_media_budgets(self) -> bool:

@@ -68,7 +68,7 @@ def best_fit_keys(
     order: list[int], lengths: list[int], capacity: int, max_samples_per_pack: int | None
 ) -> list[list[int]]:
     """Best fit of ``lengths[i]`` for ``i`` in ``order``, with the open packs' rooms in a sorted
-    list of ints (``keys``) and their bins in a parallel list (``ids``).
+    list of ints (``keys``) and their members in a parallel list (``packs``).
 
     ``bisect_left(keys, x)`` finds the tightest room ``>= x``; a new room is inserted before the
     equal ones, so among equal rooms the leftmost is the most recently filled pack: the same tie
@@ -77,30 +77,31 @@ def best_fit_keys(
     :func:`bin_rooms` (most calls never need them). Hot loop, kept whole.
     """
     cap_count = max_samples_per_pack or len(order) or 1
+    capped = max_samples_per_pack is not None  # uncapped, only the last sample fills the count
     keys: list[int] = []
-    ids: list[int] = []
+    packs: list[list[int]] = []  # the open packs' members, parallel to keys
     bins: list[list[int]] = []
     find = bisect.bisect_left
-    pop_key, pop_id, put_key, put_id = keys.pop, ids.pop, keys.insert, ids.insert
+    pop_key, pop_pack, put_key, put_pack = keys.pop, packs.pop, keys.insert, packs.insert
+    new_bin = bins.append
     for idx in order:
         x = lengths[idx]
         k = find(keys, x)
         if k < len(keys):
             room = pop_key(k) - x
-            b = pop_id(k)
-            members = bins[b]
+            members = pop_pack(k)
             members.append(idx)
-            if not room or len(members) >= cap_count:
+            if not room or capped and len(members) >= cap_count:
                 continue
         else:
-            b = len(bins)
             room = capacity - x
-            bins.append([idx])
+            members = [idx]
+            new_bin(members)
             if not room or cap_count == 1:
                 continue
         k = find(keys, room)
         put_key(k, room)
-        put_id(k, b)
+        put_pack(k, members)
     return bins
 
 

@@ -22,7 +22,7 @@ def test_list_path_gives_the_array_paths_bins(seed: int) -> None:
     # windows are covered too. Every case must take the list path (not None).
     rng = np.random.default_rng(seed)
     repair = ALGORITHMS["best_fit_decreasing_repair"]
-    for _ in range(400):
+    for _ in range(250):
         cap = int(rng.choice([10, 37, 100, 4096]))
         pool = rng.integers(1, cap + 1, size=int(rng.integers(1, 8)))
         lengths = rng.choice(pool, size=int(rng.integers(1, SHORT_LIST + 1))).tolist()

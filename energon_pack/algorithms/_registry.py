@@ -13,7 +13,11 @@ it. :func:`~energon_pack.algorithms.pack_lengths` validates and aligns the lengt
     [[0, 3], [1, 2]]
 
 The CLI, the task encoders, the tests and the benchmark all iterate this one dict, so a new
-algorithm registered here is available (and tested) everywhere.
+algorithm registered here is available (and tested) everywhere. One shortcut, with the same
+bins: while the default's entry here is ``best_fit_decreasing_repair``, ``pack_lengths`` runs it
+on a short Python list of ints (a packing buffer, up to 512 lengths, with alignment 1 and no
+``step_packs``, media or balance) through its list entry point
+(``_repair.best_fit_decreasing_repair_list``), without building the ``int64`` array.
 """
 
 from __future__ import annotations

@@ -77,6 +77,9 @@ class PackingSpec:
     max_media_tokens_per_pack: int | None = None
     #: At most this many images plus videos in one pack (unset: no budget).
     max_media_per_pack: int | None = None
+    # Not a field (no annotation): set per spec in __post_init__; this class default keeps a
+    # spec unpickled from before it existed on the validating path.
+    _plain = False
 
     def __post_init__(self) -> None:
         size = self.pack_size

@@ -17,7 +17,8 @@ process (``ru_maxrss``) and its growth over the RSS before iterating, seconds to
 (filling the buffer), steady samples/s (documents packed after the first pack / time), the
 process CPU time per packed document over the same window (less sensitive to other load than
 wall time), minor page faults per packed document, fill (real tokens / pack slots) and the
-1-minute load average at the end of the run (the machine is shared: the highest over repeats). A guard stops a run above ``--max-rss-gb`` (reported as such).
+1-minute load average at the end of the run (the machine is shared: the highest over repeats).
+A guard stops a run above ``--max-rss-gb`` (reported as such).
 ``--megapixels 1`` makes every image 1 MP (the issue's bar; aspect ratios still vary).
 ``--repeats N`` runs each cell N times, alternating the modes (stock, light, stock, light) so
 that a drifting machine load hits both; the row keeps the best samples/s and first pack (the

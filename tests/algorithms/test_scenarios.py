@@ -159,6 +159,7 @@ def test_fast_best_fit_matches_one_by_one_reference(
     # (SMALL large), whether ``sorted`` or NumPy's stable argsort orders the lengths
     # (PY_SORT). Few distinct lengths make long runs and many equal rooms (the tie rule).
     monkeypatch.setattr("energon_pack.algorithms._best_fit.SMALL", small)
+    monkeypatch.setattr("energon_pack.algorithms._best_fit.MIXED", small)
     monkeypatch.setattr("energon_pack.algorithms._best_fit.PY_SORT", py_sort)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 700))
@@ -173,6 +174,20 @@ def test_fast_best_fit_matches_one_by_one_reference(
         max_samples_per_pack=None if cap == n else cap,
     )
     assert got == expected
+
+
+@pytest.mark.parametrize("cap", [None, 5])
+def test_mixed_sizes_same_bins_with_sorted_rooms_or_buckets(
+    cap: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Between SMALL and MIXED lengths with many distinct values, the sorted rooms pack (about a
+    # quarter of the lengths distinct here); the buckets (MIXED=0) must give the same bins.
+    rng = np.random.default_rng(7)
+    lengths = rng.choice(rng.integers(1, 4097, size=900), size=3000)
+    bfd = ALGORITHMS["best_fit_decreasing"]
+    rooms_bins = bfd(lengths, 4096, cap)
+    monkeypatch.setattr("energon_pack.algorithms._best_fit.MIXED", 0)
+    assert bfd(lengths, 4096, cap) == rooms_bins
 
 
 def test_grouped_best_fit_fills_new_packs_with_runs() -> None:

@@ -27,8 +27,10 @@ def test_list_path_gives_the_array_paths_bins(seed: int) -> None:
         pool = rng.integers(1, cap + 1, size=int(rng.integers(1, 8)))
         lengths = rng.choice(pool, size=int(rng.integers(1, SHORT_LIST + 1))).tolist()
         per_pack = [None, None, 1, 2, 3, 8][int(rng.integers(6))]
+        given = list(lengths)
         listed = best_fit_decreasing_repair_list(lengths, cap, per_pack)
         assert listed is not None
+        assert lengths == given  # the caller's list is read, never reordered
         expected = repair(np.array(lengths, dtype=np.int64), cap, per_pack)
         assert listed == expected, (lengths, cap, per_pack)
         spec = PackingSpec(pack_size=cap, max_samples_per_pack=per_pack)

@@ -17,6 +17,11 @@ image processor and frames are grouped ``temporal_patch_size`` at a time into th
 layout as ``Qwen2VLVideoProcessor`` (``(t, h/m, w/m, m, m, C, T, p, p)`` rows; an odd last
 frame is repeated). The pixels then differ from the video processor's only by the resize kernel
 (PIL's instead of torchvision's); the grid and the token count are the same.
+
+Images go through :class:`~energon_pack.encoding.FastPixels` where it is bit-identical to the
+processor (checked on probe images at construction): the processor's rows without its ~150 MB
+of intermediate arrays per 1 MP image; ``images(..., pending=True)`` leaves them unwritten
+(``PendingPixels``) for a pack to write into its own array. Video frames keep the processor.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from energon_pack.encoding._pixels import FastPixels, PendingPixels
+from energon_pack.samples import RowSource
 
 __all__ = [
     "MediaProcessor",
@@ -103,8 +111,9 @@ def video_frames(video: Any, *, key: str) -> tuple[list[Any], float | None]:
 class ProcessedMedia:
     """Pixel rows and patch grids of some images, or of some videos."""
 
-    #: (rows, patch_dim) float32; rows = sum of t*h*w over the items.
-    pixel_values: torch.Tensor
+    #: (rows, patch_dim) float32; rows = sum of t*h*w over the items (rows not written yet,
+    #: ``PendingPixels``, from ``MediaProcessor.images(..., pending=True)``).
+    pixel_values: torch.Tensor | RowSource
     #: (items, 3) int64 (t, h, w) patch grid per item, before the spatial merge.
     grid_thw: torch.Tensor
     #: Placeholder tokens per item: t*h*w // merge**2.
@@ -126,6 +135,8 @@ class MediaProcessor:
         self.merge_size = int(getattr(image_processor, "merge_size", 2))
         self.patch_size = int(getattr(image_processor, "patch_size", 14))
         self.temporal_patch_size = int(getattr(image_processor, "temporal_patch_size", 2))
+        #: Writes image rows in place, bit-identical to the processor (None: the processor's).
+        self.fast = FastPixels.for_processor(image_processor)
 
     @property
     def patch_dim(self) -> int:
@@ -147,10 +158,19 @@ class MediaProcessor:
         grid = torch.as_tensor(grid).to(torch.int64).reshape(-1, 3)
         return ProcessedMedia(pixels, grid, self.tokens(grid))
 
-    def images(self, images: Sequence[Any]) -> ProcessedMedia:
-        """Process PIL images (in order); no images gives :meth:`empty`."""
+    def images(self, images: Sequence[Any], *, pending: bool = False) -> ProcessedMedia:
+        """Process PIL images (in order); no images gives :meth:`empty`.
+
+        With :attr:`fast`, the rows are its (the processor's, bit for bit); ``pending=True``
+        then gives them as ``PendingPixels`` (resized, not written: a pack writes them into
+        its own array, ``concat_rows``). Without it, the processor's tensor in both cases.
+        """
         if not images:
             return self.empty()
+        if self.fast is not None:
+            rows = PendingPixels(self.fast, [self.fast.resize(im) for im in images])
+            grid = rows.grid_thw
+            return ProcessedMedia(rows if pending else rows.tensor(), grid, self.tokens(grid))
         out = self.image_processor(images=list(images), return_tensors="pt")
         return self._result(out["pixel_values"], out["image_grid_thw"])
 

@@ -34,9 +34,7 @@ from megatron.energon import CaptioningSample
 
 from energon_pack.encoding import (
     DocumentTokenizer,
-    FastPixels,
     MediaProcessor,
-    PendingPixels,
     check_planned,
     kept_items,
     to_pil_image,
@@ -99,7 +97,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         self.image_processor = image_processor
         self.media = MediaProcessor(image_processor)
         #: Writes pixel rows in place, bit-identical to the processor (None: the processor's).
-        self.fast_pixels = FastPixels.for_processor(image_processor)
+        self.fast_pixels = self.media.fast
         self.image_token_id = self.tokenizer.token_id(image_token)
         self.mrope = mrope
         self.spatial_merge_size = self.media.merge_size
@@ -117,22 +115,37 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         return image
 
     def process_image(self, image: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(pixel_values (patches, patch_dim) float32, image_grid_thw (1, 3) int64)``."""
-        if self.fast_pixels is not None:  # the processor's rows without its ~150 MB of arrays
-            return self.fast_pixels.process([image])
+        """``(pixel_values (patches, patch_dim) float32, image_grid_thw (1, 3) int64)``.
+
+        Through :attr:`fast_pixels` where it is exact (``MediaProcessor.images``)."""
         media = self.media.images([image])
         return media.pixel_values, media.grid_thw
 
-    def _processed(self, image: Any, key: str, *, resize_only: bool = False) -> Any:
-        """Decode, augment and process one image (errors name the sample); ``resize_only``:
-        only resize it for :attr:`fast_pixels`."""
-        image = self.augment_image(to_pil_image(image, key=key))
+    def _processed(
+        self, images: list[Any], key: str, *, pending: bool = False
+    ) -> tuple[Any, torch.Tensor]:
+        """Decode, augment and process images (errors name the sample): ``(rows, grid)``.
+
+        ``pending``: rows left unwritten for the pack (``PendingPixels``) where
+        ``MediaProcessor.images`` makes them (:attr:`fast_pixels`, ``process_image`` not
+        overridden)."""
+        pils = [self.augment_image(to_pil_image(image, key=key)) for image in images]
         try:
-            return self.fast_pixels.resize(image) if resize_only else self.process_image(image)
+            if type(self).process_image is CaptioningPackingTaskEncoder.process_image:
+                media = self.media.images(pils, pending=pending)
+                return media.pixel_values, media.grid_thw
+            parts = [self.process_image(pil) for pil in pils]
         except Exception as e:
             raise ValueError(
                 f"sample {key!r}: the image processor failed ({type(e).__name__}: {e})."
             ) from e
+        if len(parts) == 1:  # the usual case: no copy of the ~24 MB of pixels of a 1 MP image
+            return parts[0]
+        empty = self.media.empty()
+        return (
+            torch.cat([empty.pixel_values, *(p for p, _ in parts)]),
+            torch.cat([empty.grid_thw, *(g for _, g in parts)]),
+        )
 
     def encode_document(self, sample: CaptioningSample) -> EncodedCaptioningSample:
         key = sample.__key__
@@ -142,7 +155,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
                 doc = self._document(sample, planned.pixel_values, planned.grid_thw)
                 return light_document(LightCaptioningDocument, doc, images=[sample.image])
             self.light_fallbacks += 1
-        return self._document(sample, *self._processed(sample.image, key))
+        return self._document(sample, *self._processed([sample.image], key))
 
     def materialize(self, doc: EncodedSample) -> EncodedSample:
         """A light document with its kept image(s) decoded, augmented and processed."""
@@ -158,23 +171,10 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
     def _materialized(self, doc: EncodedSample, *, into_pack: bool) -> EncodedSample:
         if not isinstance(doc, LightCaptioningDocument):
             return doc
-        kept = kept_items(doc.pixel_values)
-        if self.fast_pixels is not None and (
-            type(self).process_image is CaptioningPackingTaskEncoder.process_image
-        ):
-            # Decoded and resized here; the rows are written into the pack's own pixel array by
-            # pack_selected_samples (concat_rows): no per-document tensor, no copy.
-            resized = [self._processed(doc.images[i], doc.__key__, resize_only=True) for i in kept]
-            pending = PendingPixels(self.fast_pixels, resized)
-            check_planned(doc.image_grid_thw, pending.grid_thw, key=doc.__key__)
-            return materialized(doc, pixel_values=pending if into_pack else pending.tensor())
-        parts = [self._processed(doc.images[i], doc.__key__) for i in kept]
-        if len(parts) == 1:  # the usual case: no copy of the ~24 MB of pixels of a 1 MP image
-            ((pixel_values, grid),) = parts
-        else:
-            empty = self.media.empty()
-            pixel_values = torch.cat([empty.pixel_values, *(p for p, _ in parts)])
-            grid = torch.cat([empty.grid_thw, *(g for _, g in parts)])
+        images = [doc.images[i] for i in kept_items(doc.pixel_values)]
+        # into_pack: decoded and resized here, the rows written into the pack's own pixel array
+        # by pack_selected_samples (concat_rows): no per-document tensor, no copy.
+        pixel_values, grid = self._processed(images, doc.__key__, pending=into_pack)
         check_planned(doc.image_grid_thw, grid, key=doc.__key__)
         return materialized(doc, pixel_values=pixel_values)
 

@@ -158,6 +158,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         )
         self.use_chat_template = self.tokenizer.use_chat_template(use_chat_template)
         self.media = MediaProcessor(image_processor, video_processor)
+        #: Writes image rows in place, bit-identical to the processor (None: the processor's).
+        self.fast_pixels = self.media.fast
         self.image_token_id = self.tokenizer.token_id(image_token)
         self.video_token_id = self._optional_id(video_token)
         start, end = self._optional_id(vision_start_token), self._optional_id(vision_end_token)
@@ -295,15 +297,22 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         return image_media, video_media
 
     def _processed(
-        self, images: Sequence[Any], videos: Sequence[Sequence[Any]], key: str
+        self,
+        images: Sequence[Any],
+        videos: Sequence[Sequence[Any]],
+        key: str,
+        *,
+        pending: bool = False,
     ) -> tuple[ProcessedMedia, ProcessedMedia]:
-        """Decode, augment (seeded by the caller) and process images and videos."""
+        """Decode, augment (seeded by the caller) and process images and videos; ``pending``:
+        image rows left for the pack to write (``MediaProcessor.images``)."""
         pil_images = [self.augment_image(to_pil_image(im, key=key)) for im in images]
         pil_videos = [
             self.augment_video([to_pil_image(f, key=key) for f in frames]) for frames in videos
         ]
         try:
-            return self.media.images(pil_images), self.media.videos(pil_videos)
+            image_media = self.media.images(pil_images, pending=pending)
+            return image_media, self.media.videos(pil_videos)
         except Exception as e:
             raise ValueError(
                 f"sample {key!r}: the media processor failed ({type(e).__name__}: {e})."
@@ -311,12 +320,22 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
 
     def materialize(self, doc: EncodedSample) -> EncodedSample:
         """A light document with its kept images and videos decoded, augmented and processed."""
+        return self._materialized(doc, into_pack=False)
+
+    def materialize_for_pack(self, doc: EncodedSample) -> EncodedSample:
+        """:meth:`materialize`, the image rows left for the pack to write (``PendingPixels``)
+        where :attr:`fast_pixels` makes them; videos are processed here (a tensor)."""
+        if type(self).materialize is not MultimodalPackingTaskEncoder.materialize:
+            return self.materialize(doc)  # a subclass's own materialize
+        return self._materialized(doc, into_pack=True)
+
+    def _materialized(self, doc: EncodedSample, *, into_pack: bool) -> EncodedSample:
         if not isinstance(doc, LightMultimodalDocument):
             return doc
         key = doc.__key__
         images = [doc.images[i] for i in kept_items(doc.pixel_values)]
         videos = [doc.videos[i] for i in kept_items(doc.pixel_values_videos)]
-        image_media, video_media = self._processed(images, videos, key)
+        image_media, video_media = self._processed(images, videos, key, pending=into_pack)
         check_planned(doc.image_grid_thw, image_media.grid_thw, key=key)
         check_planned(doc.video_grid_thw, video_media.grid_thw, key=key)
         return materialized(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import pickle
 import random
@@ -11,13 +12,19 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from megatron.energon import CaptioningSample
+from megatron.energon import CaptioningSample, VQASample
 from PIL import Image
+from vlm_helpers import VLM_PACK_SIZE
 
-from energon_pack.encoding import FastPixels, PendingPixels
+from energon_pack.encoding import FastPixels, MediaProcessor, PendingPixels
 from energon_pack.samples import pack_documents
-from energon_pack.task_encoders import CaptioningPackingTaskEncoder
+from energon_pack.task_encoders import (
+    CaptioningPackingTaskEncoder,
+    ConversationPackingTaskEncoder,
+    VQAPackingTaskEncoder,
+)
 from energon_pack.testing import assert_same_item, make_image_processor
+from energon_pack.tools import make_loader
 
 #: (min_pixels, max_pixels, patch_size) settings, as the planner's tests.
 SETTINGS = [(28 * 28, 112 * 112, 14), (56 * 56, 200 * 200, 14), (4 * 4, 64 * 64, 16)]
@@ -124,3 +131,83 @@ def test_an_overridden_process_image_is_used(tokenizer_dir, image_processor) -> 
     doc = enc.materialize_for_pack(planned)
     expected = torch.as_tensor(image_processor(images=[noise(50, 50)])["pixel_values"]) + 1
     assert torch.equal(doc.pixel_values, expected)
+
+
+def test_media_processor_images_are_the_processors_rows(image_processor) -> None:
+    """Several images of different sizes: rows and grids as the processor's, pending or not."""
+    media = MediaProcessor(image_processor)
+    assert media.fast is not None
+    images = [noise(64, 48, 1), noise(37, 90, 2), noise(131, 17, 3)]
+    expected = image_processor(images=images, return_tensors="pt")
+    for pending in (False, True):
+        got = media.images(images, pending=pending)
+        rows = got.pixel_values
+        assert isinstance(rows, PendingPixels if pending else torch.Tensor)
+        assert torch.equal(rows.tensor() if pending else rows, expected["pixel_values"])
+        assert torch.equal(got.grid_thw, expected["image_grid_thw"])
+        assert got.num_tokens == media.tokens(expected["image_grid_thw"])
+
+
+class CountingConversations(ConversationPackingTaskEncoder):
+    """Counts the members whose image rows postencode left for the pack to write."""
+
+    pending = 0
+
+    def materialize_for_pack(self, doc: Any) -> Any:
+        out = super().materialize_for_pack(doc)
+        self.pending += isinstance(out.pixel_values, PendingPixels)
+        return out
+
+
+def test_light_conversation_packs_equal_stock_and_processor_only_packs(
+    conversation_dataset, vlm_tokenizer_dir, image_processor, monkeypatch
+) -> None:
+    """Light mode (rows written into the pack), stock mode (FastPixels tensors) and the
+    processor alone (no FastPixels) give the same packs, images (several per document) and
+    videos (the processor's path in every mode) included."""
+
+    def packs(cls: Any, light: bool) -> tuple[Any, list[Any]]:
+        enc = cls(vlm_tokenizer_dir, image_processor, pack_size=VLM_PACK_SIZE, light_media=light)
+        return enc, list(make_loader(conversation_dataset[0], enc, packing_buffer_size=6))
+
+    light_enc, light = packs(CountingConversations, True)
+    stock_enc, stock = packs(ConversationPackingTaskEncoder, False)
+    assert light_enc.fast_pixels is not None and stock_enc.fast_pixels is not None
+    assert light_enc.light_media and light_enc.pending > 0
+    monkeypatch.setattr(FastPixels, "for_processor", classmethod(lambda cls, p: None))
+    processor_enc, processor_only = packs(ConversationPackingTaskEncoder, False)
+    assert processor_enc.fast_pixels is None
+    assert sum(len(p.image_grid_thw) for p in light) > len(light)  # several images per pack
+    assert sum(len(p.video_grid_thw) for p in light) > 0
+    for reference in (stock, processor_only):
+        assert len(reference) == len(light)
+        for a, b in zip(reference, light):
+            assert_same_item(a, dataclasses.replace(b, __restore_key__=a.__restore_key__))
+
+
+def test_vqa_materialize_gives_a_tensor_and_for_pack_pending_rows(
+    vlm_tokenizer_dir, image_processor
+) -> None:
+    """``materialize`` (the public hook) returns a pixel tensor; postencode's rows are pending;
+    both equal the stock document's and pack as it does."""
+    buf = io.BytesIO()
+    noise(90, 61, 5).save(buf, format="PNG")
+    sample = VQASample(
+        __key__="q",
+        __restore_key__=("Webdataset", 7),
+        image=buf.getvalue(),
+        context="which is the seed",
+        answers=["a cat"],
+        answer_weights=None,
+    )
+    light = VQAPackingTaskEncoder(vlm_tokenizer_dir, image_processor, pack_size=4096)
+    stock = VQAPackingTaskEncoder(
+        vlm_tokenizer_dir, image_processor, pack_size=4096, light_media=False
+    )
+    (planned,) = list(light.encode_sample(sample))
+    (doc,) = list(stock.encode_sample(sample))
+    for_pack = light.materialize_for_pack(planned)
+    assert isinstance(for_pack.pixel_values, PendingPixels)
+    assert isinstance(light.materialize(planned).pixel_values, torch.Tensor)
+    assert_same_item(light.materialize(planned), doc)
+    assert_same_item(pack_documents([for_pack]), pack_documents([doc]))

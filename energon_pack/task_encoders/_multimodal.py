@@ -44,7 +44,10 @@ the media headers (:class:`~energon_pack.encoding.MediaPlanner`) and buffered as
 :class:`~energon_pack.samples.LightMultimodalDocument`; :meth:`materialize` decodes, augments
 and processes the media of selected packs' members only. Videos are planned when frames go
 through the image processor (no ``video_processor``); otherwise that sample is decoded in the
-buffer (counted in ``light_fallbacks``).
+buffer (counted in ``light_fallbacks``). Images go through ``FastPixels`` where it is exact, in
+both modes (``MediaProcessor.images``, as in the captioning encoder); in light mode postencode
+(:meth:`materialize_for_pack`) leaves their rows for the pack to write into its own array.
+Videos keep the processor path (a tensor per document) in both modes.
 
 The module is over 300 lines because conversation rendering (chat template, assistant-turn
 masks), media placeholders and light-buffer materialization are one engine the VQA and

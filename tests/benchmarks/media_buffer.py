@@ -20,12 +20,14 @@ wall time), minor page faults per packed document, fill (real tokens / pack slot
 1-minute load average at the end of the run (the machine is shared: the highest over repeats).
 A guard stops a run above ``--max-rss-gb`` (reported as such).
 ``--megapixels 1`` makes every image 1 MP (the issue's bar; aspect ratios still vary).
+``--task vqa`` packs the same images as VQA samples (a question, the caption as the answer)
+through :class:`~energon_pack.task_encoders.VQAPackingTaskEncoder` instead.
 ``--repeats N`` runs each cell N times, alternating the modes (stock, light, stock, light) so
 that a drifting machine load hits both; the row keeps the best samples/s and first pack (the
 minimum time: the least disturbed run) and the highest peak RSS. Run::
 
     python tests/benchmarks/media_buffer.py [--buffers 32 128 512] [--images 256] [--docs 96]
-        [--megapixels 1] [--repeats 2]
+        [--megapixels 1] [--repeats 2] [--task captioning|vqa]
 """
 
 from __future__ import annotations
@@ -73,19 +75,27 @@ def make_image(rng: object, megapixels: float) -> bytes:
     return buf.getvalue()
 
 
-def build(root: Path, n_images: int, megapixels: float | None = None) -> tuple[Path, Path]:
-    """The dataset (``n_images`` images of ``megapixels`` MP, or 0.3-2 MP) and a tokenizer."""
+def build(
+    root: Path, n_images: int, megapixels: float | None = None, task: str = "captioning"
+) -> tuple[Path, Path]:
+    """The dataset (``n_images`` images of ``megapixels`` MP, or 0.3-2 MP) and a tokenizer;
+    ``task="vqa"``: VQA samples (a question each, the caption as the answer)."""
     import numpy as np
 
     from energon_pack.testing import make_tokenizer, synthetic_texts
-    from energon_pack.tools import make_captioning_dataset
+    from energon_pack.tools import make_captioning_dataset, make_vqa_dataset
 
     rng = np.random.default_rng(0)
     images = [make_image(rng, megapixels or float(rng.uniform(0.3, 2.0))) for _ in range(n_images)]
     captions = synthetic_texts(n_images, seed=1, min_words=5, max_words=60)
-    tokenizer = make_tokenizer(root / "tok", captions)
+    questions = synthetic_texts(n_images, seed=2, min_words=3, max_words=15)
+    tokenizer = make_tokenizer(root / "tok", captions + (questions if task == "vqa" else []))
     mb = sum(len(b) for b in images) / 1e6
     print(f"dataset: {n_images} images, {mb:.0f} MB encoded ({mb / n_images:.2f} MB/image)")
+    if task == "vqa":
+        return make_vqa_dataset(
+            root / "data", images, questions, [[c] for c in captions]
+        ), tokenizer
     data = make_captioning_dataset(root / "data", images, captions, image_ext="img")
     return data, tokenizer
 
@@ -95,17 +105,18 @@ def rss_gb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e9
 
 
-def run_one(data: str, tokenizer: str, mode: str, buffer: int, docs: int, cap: float) -> dict:
+def run_one(
+    data: str, tokenizer: str, mode: str, buffer: int, docs: int, cap: float, task: str
+) -> dict:
     """One configuration in this process: the measurements as a dict."""
-    from energon_pack.task_encoders import CaptioningPackingTaskEncoder
+    from energon_pack.task_encoders import CaptioningPackingTaskEncoder, VQAPackingTaskEncoder
     from energon_pack.testing import make_image_processor
     from energon_pack.tools import make_loader
 
     proc = make_image_processor(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
     pack_size = 4096
-    enc = CaptioningPackingTaskEncoder(
-        tokenizer, proc, pack_size=pack_size, light_media=(mode == "light"), overlong="drop"
-    )
+    cls = VQAPackingTaskEncoder if task == "vqa" else CaptioningPackingTaskEncoder
+    enc = cls(tokenizer, proc, pack_size=pack_size, light_media=(mode == "light"), overlong="drop")
     loader = make_loader(Path(data), enc, packing_buffer_size=buffer, repeat=True)
     base = rss_gb()
     start = time.perf_counter()
@@ -146,7 +157,7 @@ def run_one(data: str, tokenizer: str, mode: str, buffer: int, docs: int, cap: f
 def run_subprocess(data: Path, tok: Path, mode: str, buffer: int, args: Any) -> dict | str:
     """:func:`run_one` in a fresh interpreter: its dict, or the error text."""
     cmd = [sys.executable, __file__, "--one", str(data), str(tok), mode, str(buffer)]
-    cmd += ["--docs", str(args.docs), "--max-rss-gb", str(args.max_rss_gb)]
+    cmd += ["--docs", str(args.docs), "--max-rss-gb", str(args.max_rss_gb), "--task", args.task]
     out = subprocess.run(cmd, capture_output=True, text=True)
     line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
     if out.returncode != 0 or not line.startswith("{"):
@@ -182,14 +193,16 @@ def main() -> None:
         "--repeats", type=int, default=2, help="runs per cell, modes alternating; best is kept"
     )
     parser.add_argument("--max-rss-gb", type=float, default=16.0)
+    parser.add_argument("--task", choices=["captioning", "vqa"], default="captioning")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # data tok mode buffer
     args = parser.parse_args()
     if args.one:
         data, tok, mode, buffer = args.one
-        print(json.dumps(run_one(data, tok, mode, int(buffer), args.docs, args.max_rss_gb)))
+        result = run_one(data, tok, mode, int(buffer), args.docs, args.max_rss_gb, args.task)
+        print(json.dumps(result))
         return
     with tempfile.TemporaryDirectory() as tmp:
-        data, tok = build(Path(tmp), args.images, args.megapixels)
+        data, tok = build(Path(tmp), args.images, args.megapixels, args.task)
         print(
             "| buffer | mode | peak RSS GB | growth GB | first pack s | docs/s | CPU ms/doc "
             "| faults/doc | fill | load | runs docs/s |"

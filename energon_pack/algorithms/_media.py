@@ -42,6 +42,9 @@ enough) leaves, 0 goes in, and 2 opens a new pack: ``[[1, 0], [3, 4], [2]]``.
 When no pack is over budget the bins come back unchanged after one vectorised pass (``O(n)``).
 A single document over a budget can never be packed: :func:`check_media_fits` names it (the
 encoders drop and count such a document in ``encode_sample``, see :func:`media_over_budget`).
+
+The module is over 300 lines because the budget pass is one algorithm in three steps
+(levelling, eviction, re-placement with text making way) that share the per-pack load arrays.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ for packs within 0.1 points of the per-buffer bound on real text); above it, 64 
 rounds (:data:`DEFAULT_EFFORT`, a few milliseconds, so that 10k-100k offline calls stay
 fast). ``best_fit_decreasing_search`` adds 160 + 40 packs and 6 rounds at every size. Every
 pack stays within capacity and ``max_samples_per_pack``; the result is deterministic.
+
+The module is over 300 lines because the array and the short-list entry points share the
+repair rounds, the bounds they stop at and the pool re-pack.
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ the second pack leaves the loop wanting more: end of data, ``select([3])``, one 
 :class:`_BufferModel` holds the two buffers and has one method per step: ``read`` (1), ``select``
 (2), ``emit`` (3) and ``flush`` (4). The lengths first go through the spec's over-long policy
 (:func:`~energon_pack.algorithms.cut_lengths`, the code the encoders use on documents).
+
+The module is over 300 lines because the buffer model replays energon's packing dataset
+step by step (read, select, emit, flush) with carry-over, media budgets and over-long cuts,
+and must agree with the loader exactly.
 """
 
 from __future__ import annotations

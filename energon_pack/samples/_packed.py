@@ -19,6 +19,9 @@ Each pack type builds itself: ``PackedTextSample.from_documents(docs)``,
 ``PackedCaptioningSample.from_documents(docs, mrope=True)``. A modality's pack type adds its
 fields in ``modality_fields`` and names the document type it holds (``document_type``), which
 registers it: ``pack_documents(docs)`` then picks it from the documents' type.
+
+The module is a little over 300 lines because the text and captioning pack types share the
+concatenation of documents and media rows that every pack type builds on.
 """
 
 from __future__ import annotations

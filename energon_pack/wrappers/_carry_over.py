@@ -30,6 +30,9 @@ so no sample is lost. A select may emit nothing (a partial pack still growing), 
 The wrapper reaches into two internals of energon's ``PackingDataset`` (``_fill_reading_buffer``
 and ``_reading_buffer``); it refuses to run on energon versions it was not verified against
 (:data:`VERIFIED_ENERGON_VERSIONS`).
+
+The module is a little over 300 lines because the carry-over dataset, its savable buffer and
+the energon version check belong together: the state is saved inside energon's.
 """
 
 from __future__ import annotations

@@ -66,9 +66,14 @@ class SimulationResult:
     packs: int
     tokens: int  #: real tokens in all packs (after truncation/splitting)
     fill: float
-    lower_bound_packs: int  #: sum over select calls of ceil(emitted tokens / pack_size)
-    lower_bound_fill: float
-    global_lower_bound_packs: int  #: ceil(all tokens / pack_size)
+    #: sum over select calls of the fewest packs its emitted samples need: ceil(slots /
+    #: pack_size); with ``media`` and a media budget also at least ceil(media tokens /
+    #: max_media_tokens_per_pack) and ceil((images + videos) / max_media_per_pack)
+    lower_bound_packs: int
+    lower_bound_fill: float  #: tokens / (lower_bound_packs * pack_size)
+    #: ceil(all tokens / pack_size); with ``media`` and a media budget also at least
+    #: ceil(all media tokens / budget) and ceil(all images + videos / budget), as above
+    global_lower_bound_packs: int
     mean_samples_per_pack: float
     select_calls: int
     select_seconds: float
@@ -92,7 +97,7 @@ class _Tally:
     packs: int = 0
     tokens: int = 0  #: real tokens emitted
     samples_out: int = 0
-    lb_packs: int = 0  #: sum over select calls of ceil(emitted slots / pack_size)
+    lb_packs: int = 0  #: sum over select calls of ``_bound_packs`` of the emitted samples
     select_calls: int = 0
     select_seconds: float = 0.0
     max_age: int = 0
@@ -163,13 +168,14 @@ class _BufferModel:
             emit, carry, carry_ages = plan.emit, plan.carry, plan.carry_ages.tolist()
         tally.select_seconds += time.perf_counter() - t0
         tally.select_calls += 1
-        emitted_slots = 0
+        emitted: list[int] = []
         for group in emit:
             ids = [pool[i] for i in group]
             self.pending.append(ids)
             self.pending_samples += len(ids)
-            emitted_slots += sum(self.slots[s] for s in ids)
-        tally.lb_packs += -(-emitted_slots // spec.pack_size)
+            emitted += ids
+        load = None if self.media is None else self.media.take(emitted)
+        tally.lb_packs += _bound_packs(sum(self.slots[s] for s in emitted), load, spec)
         self.reading = []
         self.carried = [pool[i] for i in carry]
         self.carried_ages = carry_ages
@@ -237,6 +243,26 @@ def _overlong_counts(cuts: list[OverlongCut], policy: OverlongPolicy) -> dict[st
         "truncated_tokens": sum(c.lost for c in kept),
         "split_overlong": len(kept) if policy is OverlongPolicy.SPLIT else 0,
     }
+
+
+def _bound_packs(slots: int, load: MediaLoad | None, spec: PackingSpec) -> int:
+    """The fewest packs that can hold samples taking ``slots`` pack slots with media ``load``:
+    ``ceil(slots / pack_size)``, and with ``load`` at least ``ceil(media tokens / budget)`` and
+    ``ceil(items / budget)`` for each media budget the spec sets.
+
+    20 slots, pack 10, 3 images of 4 tokens, ``max_media_tokens_per_pack=6``: ``max(2, 2)``
+    is 2; with ``max_media_per_pack=1`` it is ``max(2, 2, 3) = 3``.
+    """
+    bound = -(-slots // spec.pack_size)
+    if load is None:
+        return bound
+    for total, cap in (
+        (int(load.tokens.sum()), spec.max_media_tokens_per_pack),
+        (int(load.items.sum()), spec.max_media_per_pack),
+    ):
+        if cap is not None:
+            bound = max(bound, -(-total // cap))
+    return bound
 
 
 def _over_budget(media: MediaLoad | None, spec: PackingSpec) -> set[int]:
@@ -325,8 +351,9 @@ def simulate(
     )
     tally = model.run()
     dropped = sorted(model.dropped)
+    kept = np.delete(np.arange(lens.size), dropped)  # sample ids packed
     size, packs = spec.pack_size, tally.packs
-    total = int(lens.sum()) - int(lens[dropped].sum())
+    load = None if model.media is None else model.media.take(kept)
     return SimulationResult(
         pack_size=size,
         buffer_size=buffer_size,
@@ -342,7 +369,7 @@ def simulate(
         fill=tally.tokens / (packs * size) if packs else 0.0,
         lower_bound_packs=tally.lb_packs,
         lower_bound_fill=tally.tokens / (tally.lb_packs * size) if tally.lb_packs else 0.0,
-        global_lower_bound_packs=-(-total // size),
+        global_lower_bound_packs=_bound_packs(int(lens[kept].sum()), load, spec),
         mean_samples_per_pack=tally.samples_out / packs if packs else 0.0,
         select_calls=tally.select_calls,
         select_seconds=tally.select_seconds,

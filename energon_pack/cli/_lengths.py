@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Read a lengths file for ``energon-pack simulate``: a text file or a 1-D ``.npy`` of tokens.
 
-A text file holds one token count per line; blank lines and ``#`` comments are ignored, and a
-bad line is named by its number counted from 1, as an editor shows it::
+A text file holds one token count per line, or three whitespace-separated whole numbers per
+line, ``length media_tokens media_items`` (the document's tokens, the image and video
+placeholder tokens among them, and its images plus videos; ``0 0`` for text), every line alike.
+Blank lines and ``#`` comments are ignored, and a bad line is named by its number counted from
+1, as an editor shows it::
 
     lengths.txt          load_lengths(Path("lengths.txt"))
     -----------          -> click.BadParameter: lengths.txt:3: 'inf' is infinite, not a token
@@ -10,8 +13,14 @@ bad line is named by its number counted from 1, as an editor shows it::
     # long ones
     inf
 
-A ``.npy`` must be a 1-D integer array (a 2-D or object array is refused with the fix); a float
-array is refused too, naming ``nan`` / ``inf`` entries by index. Imports NumPy and click only.
+    vlm.txt              lengths, media = load_lengths(Path("vlm.txt"))
+    -----------          -> lengths [512, 90], media.tokens [256, 0], media.items [1, 0]
+    512 256 1            (a one-column file: media is None)
+    90 0 0
+
+A ``.npy`` must be a 1-D integer array of lengths (a 2-D or object array is refused with the
+fix); a float array is refused too, naming ``nan`` / ``inf`` entries by index. Imports NumPy,
+click and the algorithms layer only.
 """
 
 from __future__ import annotations
@@ -22,49 +31,86 @@ from pathlib import Path
 import click
 import numpy as np
 
+from energon_pack.algorithms import MediaLoad
+
 __all__ = ["load_lengths"]
 
 _HINT = "LENGTHS_FILE"
+#: What each column of a text line counts, in order.
+_COLUMNS = ("token count", "media token count", "count of images and videos")
+#: The fix named in a message about a line, by the file's number of columns.
+_FIX = {
+    1: "write one whole number per line",
+    3: "write three whole numbers per line: length media_tokens media_items",
+}
 
 
 def _bad(message: str) -> click.BadParameter:
     return click.BadParameter(message, param_hint=_HINT)
 
 
-def _text_lengths(path: Path) -> np.ndarray:
-    """One whole number per line (line numbers from 1 in every message)."""
-    values: list[int] = []
+def _whole(text: str, where: str, column: str, fix: str) -> int:
+    """``text`` as a whole number >= 0, or a message naming ``where`` and what it is instead."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is not None and value >= 0:
+        return value
+    try:
+        number = float(text)
+    except ValueError:
+        number = None
+    if value is not None:
+        what = "is negative"
+    elif number is not None and math.isnan(number):
+        what = "is nan (not a number)"
+    elif number is not None and math.isinf(number):
+        what = "is infinite"
+    elif number is not None:
+        what = "is not a whole number"
+    else:
+        what = "is not a number"
+    raise _bad(f"{where}: {text!r} {what}, not a {column}; {fix}.")
+
+
+def _check_columns(fields: list[str], where: str, first: tuple[str, int] | None) -> None:
+    """One or three columns, as many as the first line (``first``: where it is, its count)."""
+    n = len(fields)
+    if n not in _FIX:
+        raise _bad(
+            f"{where}: {n} columns ({' '.join(fields)!r}); write `length` or "
+            "`length media_tokens media_items` per line."
+        )
+    if first is not None and n != first[1]:
+        raise _bad(
+            f"{where}: {n} column{'s' if n > 1 else ''}, but {first[0]} has {first[1]}; give "
+            "every line the same columns: `length`, or `length media_tokens media_items` "
+            "(`length 0 0` for a text document)."
+        )
+
+
+def _text_rows(path: Path) -> np.ndarray:
+    """``(n, 1)`` or ``(n, 3)`` int64 rows (line numbers from 1 in every message)."""
+    rows: list[list[int]] = []
+    first: tuple[str, int] | None = None
     with path.open(encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, start=1):
-            text = line.split("#", 1)[0].strip()
-            if not text:
+            fields = line.split("#", 1)[0].split()
+            if not fields:
                 continue
-            try:
-                value = int(text)
-            except ValueError:
-                value = None
-            if value is not None and value >= 0:
-                values.append(value)
-                continue
-            try:
-                number = float(text)
-            except ValueError:
-                number = None
-            if value is not None:
-                what = "is negative"
-            elif number is not None and math.isnan(number):
-                what = "is nan (not a number)"
-            elif number is not None and math.isinf(number):
-                what = "is infinite"
-            elif number is not None:
-                what = "is not a whole number"
-            else:
-                what = "is not a number"
-            raise _bad(
-                f"{path}:{lineno}: {text!r} {what}, not a token count; write one whole number "
-                "per line."
-            )
-    return np.asarray(values, dtype=np.int64)
+            where = f"{path}:{lineno}"
+            _check_columns(fields, where, first)
+            first = first or (where, len(fields))
+            fix = _FIX[len(fields)]
+            row = [_whole(t, where, c, fix) for t, c in zip(fields, _COLUMNS, strict=False)]
+            if len(row) == 3 and row[1] > row[0]:
+                raise _bad(
+                    f"{where}: {row[1]} media tokens > length {row[0]}; the length counts the "
+                    "media placeholder tokens too (length = text tokens + media tokens)."
+                )
+            rows.append(row)
+    return np.asarray(rows, dtype=np.int64).reshape(-1, first[1] if first else 1)
 
 
 def _npy_lengths(path: Path) -> np.ndarray:
@@ -96,15 +142,21 @@ def _npy_lengths(path: Path) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def load_lengths(path: Path) -> np.ndarray:
-    """Token counts from ``path`` (``.npy`` or text, see the module docstring), at least one.
+def load_lengths(path: Path) -> tuple[np.ndarray, MediaLoad | None]:
+    """Token counts from ``path`` (``.npy`` or text, see the module docstring), at least one,
+    and the documents' media loads when the text file has three columns (else ``None``).
 
     Raises:
         click.BadParameter: naming the file, and the line (text) or index (``.npy``) at fault.
     """
-    arr = _npy_lengths(path) if path.suffix == ".npy" else _text_lengths(path)
-    if arr.size == 0:
+    if path.suffix == ".npy":
+        lengths, media = _npy_lengths(path), None
+    else:
+        rows = _text_rows(path)
+        lengths = rows[:, 0]
+        media = MediaLoad(rows[:, 1], rows[:, 2]) if rows.shape[1] == 3 else None
+    if lengths.size == 0:
         raise _bad(
             f"{path}: no lengths in this file; write one token count per line (or a 1-D .npy)."
         )
-    return arr
+    return lengths, media

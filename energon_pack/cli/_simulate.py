@@ -9,6 +9,14 @@ Streams the lengths through energon's packing buffer with the same code the load
     packs                6784     (per-buffer bound 6761)
     ...
 
+A lengths file of three columns, ``length media_tokens media_items`` per line (see
+:mod:`energon_pack.cli._lengths`), gives the documents' media loads: the media budgets
+(``--max-media-tokens-per-pack``, ``--max-media-per-pack``) and ``--step-packs`` then pack as
+the VLM encoders do, and the report adds the most media per pack and the documents dropped
+over a budget::
+
+    media              max per pack 6 media tokens, 2 images/videos; dropped over budget 1
+
 Imports only NumPy and the algorithms layer (no torch, no megatron).
 """
 
@@ -18,10 +26,51 @@ import json
 from pathlib import Path
 
 import click
+import numpy as np
 
-from energon_pack.algorithms import PackingSpec, simulate
+from energon_pack.algorithms import (
+    MediaLoad,
+    PackingSpec,
+    SimulationResult,
+    simulate,
+    simulate_packs,
+)
 from energon_pack.cli._lengths import load_lengths
 from energon_pack.cli._options import buffer_size_option, spec_options
+
+
+def _max_media(
+    lengths: np.ndarray, spec: PackingSpec, buffer_size: int, media: MediaLoad
+) -> dict[str, int]:
+    """The most media tokens and images + videos in one pack, over the same packs replayed
+    by ``simulate_packs`` (deterministic: the packs ``simulate`` counted)."""
+    packs = simulate_packs(lengths, spec, buffer_size, media=media)
+    return {
+        "max_media_tokens_per_pack": max((int(media.tokens[p].sum()) for p in packs), default=0),
+        "max_media_per_pack": max((int(media.items[p].sum()) for p in packs), default=0),
+    }
+
+
+def _simulate(
+    lengths_file: Path, spec: PackingSpec, buffer_size: int
+) -> tuple[SimulationResult, dict[str, int] | None]:
+    """Read, check and simulate; every failure a usage error naming the fix."""
+    lengths, media = load_lengths(lengths_file)
+    if media is None and spec.has_media_budgets:
+        raise click.UsageError(
+            f"--max-media-tokens-per-pack / --max-media-per-pack need each document's media: "
+            f"write three columns per line in {lengths_file}, `length media_tokens "
+            "media_items` (`length 0 0` for text), or leave the budgets out."
+        )
+    try:
+        result = simulate(lengths, spec, buffer_size, media=media)
+        figures = None
+        if media is not None:
+            figures = _max_media(lengths, spec, buffer_size, media)
+            figures["dropped_over_budget"] = result.dropped_over_budget
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    return result, figures
 
 
 @click.command(name="simulate")
@@ -30,16 +79,14 @@ from energon_pack.cli._options import buffer_size_option, spec_options
 @buffer_size_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(lengths_file: Path, spec: PackingSpec, buffer_size: int, as_json: bool) -> None:
-    """Simulate packing LENGTHS_FILE (one integer per line, or .npy) through energon's buffer."""
-    lengths = load_lengths(lengths_file)
-    try:
-        result = simulate(lengths, spec, buffer_size)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from exc
+    """Simulate packing LENGTHS_FILE through energon's buffer: one token count per line, or
+    `length media_tokens media_items` per line for documents with images or videos (needed by
+    the media budgets), or a 1-D .npy of lengths."""
+    result, media = _simulate(lengths_file, spec, buffer_size)
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
     if as_json:
-        click.echo(json.dumps(result.to_dict()))
+        click.echo(json.dumps({**result.to_dict(), "media": media}))
         return
     r = result
     rows = [
@@ -61,5 +108,14 @@ def command(lengths_file: Path, spec: PackingSpec, buffer_size: int, as_json: bo
         ("select", f"{r.select_calls} calls, {r.select_seconds * 1e3:.1f} ms"),
         ("max age / wait", f"{r.max_age} buffers / {r.max_wait_samples} samples"),
     ]
+    if media is not None:
+        rows.append(
+            (
+                "media",
+                f"max per pack {media['max_media_tokens_per_pack']} media tokens, "
+                f"{media['max_media_per_pack']} images/videos; dropped over budget "
+                f"{media['dropped_over_budget']}",
+            )
+        )
     for name, value in rows:
         click.echo(f"{name:<18} {value}")

@@ -145,7 +145,8 @@ def test_bad_text_lines_are_named_from_one(tmp_path: Path, text: str, message: s
 def test_comments_and_blank_lines_are_ignored(tmp_path: Path) -> None:
     path = tmp_path / "l.txt"
     path.write_text("# lengths\n3\n\n3  # second\n")
-    assert load_lengths(path).tolist() == [3, 3]
+    lengths, media = load_lengths(path)
+    assert lengths.tolist() == [3, 3] and media is None
 
 
 @pytest.mark.parametrize(
@@ -164,3 +165,112 @@ def test_bad_npy_is_refused_with_a_message(tmp_path: Path, array: np.ndarray, me
     np.save(path, array, allow_pickle=True)
     res = CliRunner().invoke(command, [str(path), "--pack-size", "6", "--buffer-size", "4"])
     assert res.exit_code == 2 and message in res.output, res.output
+
+
+# Five documents in pack 10 (length media_tokens media_items): two one-image documents of 3
+# media tokens, text, one with 7 media tokens (over a budget of 6: dropped) and one with two
+# images of 1 token each. With the budget: 8 media tokens left -> at least ceil(8 / 6) = 2 packs.
+VLM_LINES = "# length media_tokens media_items\n5 3 1\n5 3 1\n2 0 0\n7 7 1\n4 2 2\n"
+BUDGET = ["--pack-size", "10", "--buffer-size", "8", "--max-media-tokens-per-pack", "6"]
+
+
+def _vlm(tmp_path: Path, text: str = VLM_LINES) -> Path:
+    path = tmp_path / "vlm.txt"
+    path.write_text(text)
+    return path
+
+
+def test_three_columns_give_media_loads(tmp_path: Path) -> None:
+    lengths, media = load_lengths(_vlm(tmp_path))
+    assert lengths.tolist() == [5, 5, 2, 7, 4]
+    assert media is not None
+    assert (media.tokens.tolist(), media.items.tolist()) == ([3, 3, 0, 7, 2], [1, 1, 0, 1, 2])
+
+
+def test_media_budget_json(tmp_path: Path) -> None:
+    res = CliRunner().invoke(command, [str(_vlm(tmp_path)), *BUDGET, "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    # The packs keep the budget; the 7-token document is counted, not packed.
+    assert data["media"]["max_media_tokens_per_pack"] <= 6
+    assert data["media"]["dropped_over_budget"] == data["dropped_over_budget"] == 1
+    assert (data["samples_in"], data["samples_out"], data["tokens"]) == (5, 4, 16)
+    # 16 tokens -> 2 packs; 8 media tokens / 6 -> 2 packs.
+    assert data["lower_bound_packs"] == data["global_lower_bound_packs"] == 2
+
+
+def test_item_budget_sets_the_bound(tmp_path: Path) -> None:
+    # Three one-image documents of 2 tokens: one pack by tokens, three by one image per pack.
+    path = _vlm(tmp_path, "2 1 1\n2 1 1\n2 1 1\n")
+    args = [str(path), "--pack-size", "10", "--buffer-size", "8", "--json"]
+    free = json.loads(CliRunner().invoke(command, args).output)
+    assert (free["packs"], free["global_lower_bound_packs"]) == (1, 1)
+    assert free["media"]["max_media_per_pack"] == 3
+    one = json.loads(CliRunner().invoke(command, [*args, "--max-media-per-pack", "1"]).output)
+    assert (one["packs"], one["lower_bound_packs"], one["global_lower_bound_packs"]) == (3, 3, 3)
+    assert one["media"]["max_media_per_pack"] == 1
+
+
+def test_media_budget_table_and_plain_json(tmp_path: Path) -> None:
+    res = CliRunner().invoke(command, [str(_vlm(tmp_path)), *BUDGET])
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("media "))
+    assert "max per pack 6 media tokens" in line and "dropped over budget 1" in line
+    # Without budgets the seven-token document is packed: a pack holds 7 media tokens or more.
+    res = CliRunner().invoke(command, [str(_vlm(tmp_path)), *BUDGET[:4], "--json"])
+    free = json.loads(res.output)["media"]
+    assert free["dropped_over_budget"] == 0 and free["max_media_tokens_per_pack"] >= 7
+    plain = CliRunner().invoke(
+        command, [str(_write(tmp_path)), "--pack-size", "6", "--buffer-size", "4", "--json"]
+    )
+    assert json.loads(plain.output)["media"] is None
+    table = CliRunner().invoke(
+        command, [str(_write(tmp_path)), "--pack-size", "6", "--buffer-size", "4"]
+    )
+    assert "media " not in table.output
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("5 3 1\n4\n", "l.txt:2: 1 column, but"),
+        ("4\n\n5 3 1\n", "l.txt:3: 3 columns, but"),
+        ("5 3\n", "l.txt:1: 2 columns ('5 3'); write `length` or"),
+        ("5 -3 1\n", "l.txt:1: '-3' is negative, not a media token count; write three"),
+        ("5 3 1.5\n", "l.txt:1: '1.5' is not a whole number, not a count of images and videos"),
+        ("5 x 1\n", "l.txt:1: 'x' is not a number, not a media token count"),
+        ("5 0 0\n4 6 1\n", "l.txt:2: 6 media tokens > length 4; the length counts the media"),
+    ],
+)
+def test_bad_media_lines_are_named(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "l.txt"
+    path.write_text(text)
+    res = CliRunner().invoke(command, [str(path), "--pack-size", "10", "--buffer-size", "4"])
+    assert res.exit_code == 2 and message in " ".join(res.output.split()), res.output
+    assert "Traceback" not in res.output
+
+
+def test_media_budget_without_media_says_how(tmp_path: Path) -> None:
+    res = CliRunner().invoke(
+        command,
+        [
+            str(_write(tmp_path)),
+            "--pack-size",
+            "6",
+            "--buffer-size",
+            "4",
+            "--max-media-per-pack",
+            "2",
+        ],
+    )
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and "write three columns per line in" in out, res.output
+    assert "length media_tokens media_items" in out
+
+
+def test_media_documents_longer_than_the_pack_are_refused(tmp_path: Path) -> None:
+    # With media the lengths must be documents as encoded (the encoder cuts by media spans).
+    res = CliRunner().invoke(
+        command, [str(_vlm(tmp_path)), "--pack-size", "6", "--buffer-size", "4"]
+    )
+    assert res.exit_code == 2 and "after the over-long policy" in " ".join(res.output.split())

@@ -206,18 +206,17 @@ def resolve_light_media(
     """The planner an encoder uses for light buffers, or None for stock (decoded) buffers.
 
     ``requested=None`` (the default): light where it is exact (the processor's rule is known,
-    no ``augment_*`` override that might change sizes) and carry-over is off; ``True``: the
-    same but augmentations are trusted to keep sizes, and raise ValueError naming what else
-    prevents it; ``False``: stock. Carry-over keeps samples across buffers in its own dataset,
-    which has no post-encoder: light buffers are not offered with it yet.
+    no ``augment_*`` override that might change sizes); ``True``: the same but augmentations
+    are trusted to keep sizes, and raise ValueError naming what else prevents it; ``False``:
+    stock. ``carry_over`` does not change the answer: the carry-over dataset materializes the
+    members of emitted packs and carries planned documents (the parameter stays for callers).
     """
+    del carry_over  # light buffers work with and without carry-over
     if requested is False:
         return None
     planner = MediaPlanner.for_processor(image_processor)
     reason = None
-    if carry_over is not None:
-        reason = "carry-over packing does not run a post-encoder (use carry_over=None)"
-    elif planner is None:
+    if planner is None:
         reason = (
             f"the resize rule of {type(image_processor).__name__} is not known to be exact "
             "(a Qwen2-VL-style smart_resize with do_resize=True is)"

@@ -337,6 +337,8 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
                 pack_size=self.config.pack_size,
                 sample_length=self.packed_length,
                 spec=self.config,
+                # light: emitted members are materialized; carried ones stay planned
+                sample_encoder=self.postencode_document if self.light_media else None,
             )
             packing_buffer_size = None
         return super().build_batch(

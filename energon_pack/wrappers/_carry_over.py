@@ -55,7 +55,11 @@ from energon_pack.algorithms import (
     plan_carry_over,
 )
 from energon_pack.encoding import warn_if_buffer_too_small
-from energon_pack.wrappers._postencode import packer_arguments
+from energon_pack.wrappers._postencode import (
+    PostencodePackingDataset,
+    packer_arguments,
+    postencoder_arguments,
+)
 
 __all__ = [
     "VERIFIED_ENERGON_VERSIONS",
@@ -116,8 +120,13 @@ def check_energon_version(version: str | None = None) -> str:
     return version
 
 
-class CarryOverPackingDataset(PackingDataset):
+class CarryOverPackingDataset(PostencodePackingDataset):
     """energon's ``PackingDataset`` whose under-filled groups return to the reading buffer.
+
+    With a ``sample_encoder`` (light media buffers: ``postencode_document``) energon runs it on
+    the members of emitted packs only; carried samples stay as selected (planned, no pixels) in
+    ``_carry_buffer`` and in the saved state, and ``restore_sample`` is
+    :class:`~energon_pack.wrappers.PostencodePackingDataset`'s.
 
     Args (besides ``PackingDataset``'s):
         sample_length: Token length of one encoded sample (what the planner measures fill by).
@@ -283,11 +292,14 @@ def build_packing_dataset(
     sample_length: Callable[[Any], int],
     planner: CarryOverPlanner | None = None,
     spec: PackingSpec | None = None,
+    sample_encoder: Callable[[Any], Any] | None = None,
 ) -> CarryOverPackingDataset:
     """What energon's ``TaskEncoder.build_batch`` does for packing, with carry-over.
 
     Call it from ``build_batch`` and pass ``packing_buffer_size=None`` to energon's
-    ``build_batch`` for the rest (batching, ``encode_batch``).
+    ``build_batch`` for the rest (batching, ``encode_batch``). ``sample_encoder`` (a stateless
+    method of ``task_encoder``, e.g. ``postencode_document`` for light media buffers) runs on
+    each member of an emitted pack, never on a carried sample.
 
     Raises:
         ValueError: the task encoder overrides ``postencode_sample`` (energon would apply it a
@@ -308,6 +320,10 @@ def build_packing_dataset(
         planner=planner,
         spec=spec,
         worker_config=worker_config,
-        sample_encoder_failure_tolerance=0,
+        **(
+            postencoder_arguments(task_encoder, sample_encoder)
+            if sample_encoder is not None
+            else {"sample_encoder_failure_tolerance": 0}
+        ),
         **packer_arguments(task_encoder),
     )

@@ -13,6 +13,8 @@ the inner dataset's id where its own is expected and fails an assertion. A membe
 
 :class:`PostencodePackingDataset` restores it by unpacking once; everything else (iteration,
 saved state, pack keys) is energon's. Save/restore of the loader state was never affected.
+:class:`~energon_pack.wrappers.CarryOverPackingDataset` derives from it, so carry-over packs
+with a post-encoder (light media buffers) restore the same way.
 """
 
 from __future__ import annotations
@@ -87,6 +89,21 @@ def packer_arguments(task_encoder: TaskEncoder[Any, Any, Any, Any]) -> dict[str,
     }
 
 
+def postencoder_arguments(
+    task_encoder: TaskEncoder[Any, Any, Any, Any], sample_encoder: Callable[[Any], Any]
+) -> dict[str, Any]:
+    """The ``PackingDataset`` arguments for a per-member post-encoder: ``sample_encoder`` (a
+    method of ``task_encoder``), its statelessness and its failure tolerance (the method's own,
+    else the encoder's default)."""
+    return {
+        "sample_encoder": sample_encoder,
+        "sample_encoder_stateless": get_stateless(sample_encoder),
+        "sample_encoder_failure_tolerance": get_failure_tolerance(
+            sample_encoder, task_encoder.__default_failure_tolerance__
+        ),
+    }
+
+
 def build_postencode_packing_dataset(
     task_encoder: TaskEncoder[Any, Any, Any, Any],
     dataset: SavableDataset[Any],
@@ -103,11 +120,7 @@ def build_postencode_packing_dataset(
     return PostencodePackingDataset(
         dataset,
         buffer_size=packing_buffer_size,
-        sample_encoder=sample_encoder,
-        sample_encoder_stateless=get_stateless(sample_encoder),
         worker_config=worker_config,
-        sample_encoder_failure_tolerance=get_failure_tolerance(
-            sample_encoder, task_encoder.__default_failure_tolerance__
-        ),
+        **postencoder_arguments(task_encoder, sample_encoder),
         **packer_arguments(task_encoder),
     )

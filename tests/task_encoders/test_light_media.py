@@ -14,7 +14,6 @@ from megatron.energon import CaptioningSample, TaskEncoder, stateless
 from PIL import Image
 from vlm_helpers import VLM_PACK_SIZE
 
-from energon_pack.algorithms import CarryOver
 from energon_pack.encoding import MediaPlanner, header_size, kept_items, row_map
 from energon_pack.samples import LightCaptioningDocument, LightMultimodalDocument, pack_documents
 from energon_pack.task_encoders import (
@@ -228,15 +227,6 @@ def test_size_changing_augmentation_is_a_clear_error(tokenizer_dir, image_proces
     (doc,) = list(enc.encode_sample(sample))
     with pytest.raises(ValueError, match="'k'.*changed the image size.*light_media=False"):
         enc.materialize(doc)
-
-
-def test_carry_over_uses_stock_buffers_and_light_media_true_refuses_it(
-    tokenizer_dir, image_processor
-) -> None:
-    enc = caption_encoder(tokenizer_dir, image_processor, carry_over=CarryOver())
-    assert not enc.light_media
-    with pytest.raises(ValueError, match="carry-over"):
-        caption_encoder(tokenizer_dir, image_processor, carry_over=CarryOver(), light_media=True)
 
 
 def test_a_header_without_a_size_is_decoded_in_the_buffer_and_counted(

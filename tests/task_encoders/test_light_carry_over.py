@@ -77,6 +77,25 @@ def test_captioning_carried_documents_stay_planned_and_packs_equal_stock(
     assert sorted(light.materialized) == sorted(keys)
 
 
+def test_conversation_light_packs_equal_stock_under_carry_over(
+    conversation_dataset, vlm_tokenizer_dir, image_processor
+) -> None:
+    packs = {}
+    for light in (False, True):
+        enc = ConversationPackingTaskEncoder(
+            vlm_tokenizer_dir, image_processor, pack_size=VLM_PACK_SIZE, mrope=True,
+            carry_over=CARRY, light_media=light,
+        )  # fmt: skip
+        assert enc.light_media is light
+        loader = make_loader(conversation_dataset[0], enc, packing_buffer_size=BUFFER)
+        packs[light], steps = carry_steps(loader)
+        assert steps, "no saved state carried documents"
+    same_packs(packs[False], packs[True])
+    keys = [k for p in packs[True] for k in p.sample_keys]
+    assert len(keys) == len(set(keys)) > 0
+    assert sum(len(p.video_grid_thw) for p in packs[True]) > 0  # planned videos carried too
+
+
 def carry_steps(loader: Any) -> tuple[list[Any], list[int]]:
     """All items of ``loader`` and the steps after which its saved state carries documents."""
     items, steps = [], []

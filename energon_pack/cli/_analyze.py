@@ -78,6 +78,13 @@ from energon_pack.cli._tasks import TASKS, build_encoder, check_sample_type
     default=None,
     help="Also write a PNG: length histogram, fill against buffer size, the first packs.",
 )
+@click.option(
+    "--lengths-out",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Also write each document's length (and media tokens, media items) as a lengths file "
+    "for `energon-pack simulate`.",
+)
 def command(
     dataset: Path,
     task: str,
@@ -88,6 +95,7 @@ def command(
     limit: int | None,
     as_json: bool,
     plot: Path | None,
+    lengths_out: Path | None,
 ) -> None:
     """Pack one epoch of DATASET with the --task encoder and report fill and a buffer size."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -127,6 +135,12 @@ def command(
     else:
         for line in result.lines():
             click.echo(line)
+    if lengths_out is not None:
+        try:
+            lengths_out.write_text(result.lengths_file())
+        except OSError as exc:
+            raise os_error(exc, "write", lengths_out) from exc
+        click.echo(f"{'lengths':<19} {lengths_out}", err=as_json)
     if plot is not None:  # after the report: a failed picture must not cost the figures
         try:
             plot_analysis(result, plot)

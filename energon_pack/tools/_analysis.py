@@ -216,6 +216,7 @@ def _report(
         skipped=stats.skipped,
         skipped_samples=list(stats.skipped_samples),
         lengths=measured.lengths,
+        media_loads=measured.media_loads if measured.media is not None else None,
         pack_fills=measured.pack_fills,
         first_packs=measured.first_packs,
         pack_media_tokens=measured.media,

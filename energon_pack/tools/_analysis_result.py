@@ -57,6 +57,9 @@ class AnalysisResult:
     #: smallest candidate buffer reaching ``target_fill`` with the default ``CarryOver()``
     carry_over_buffer_size: int | None = None
     lengths: list[int] = field(repr=False)
+    #: ``(media tokens, images + videos)`` of each document of ``lengths``, same order
+    #: (``None``: the documents carry no media)
+    media_loads: list[tuple[int, int]] | None = field(default=None, repr=False)
     pack_fills: list[float] = field(repr=False)
     #: document (piece) lengths of the first :data:`FIRST_PACKS` packs, as the loader emitted them
     first_packs: list[list[int]] = field(default_factory=list, repr=False)
@@ -97,6 +100,7 @@ class AnalysisResult:
         """A JSON-ready dict (without the per-document lengths and per-pack fills)."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out.pop("lengths")
+        out.pop("media_loads")
         out.pop("pack_fills")
         out.pop("first_packs")
         out.pop("pack_media_tokens")
@@ -105,6 +109,15 @@ class AnalysisResult:
         out["skipped_samples"] = [{"key": k, "reason": r} for k, r in self.skipped_samples]
         out["carry_over"] = dataclasses.asdict(self.carry_over) if self.carry_over else None
         return out
+
+    def lengths_file(self) -> str:
+        """``lengths`` as an ``energon-pack simulate`` lengths file: one document per line,
+        ``length media_tokens media_items`` when the documents carry media, else ``length``.
+        ``"512 256 1\n90 0 0\n"`` for an image document and a text one."""
+        if self.media_loads is None:
+            return "".join(f"{n}\n" for n in self.lengths)
+        rows = zip(self.lengths, self.media_loads, strict=True)
+        return "".join(f"{n} {t} {i}\n" for n, (t, i) in rows)
 
     def lines(self) -> list[str]:
         """A human-readable report."""

@@ -49,6 +49,10 @@ def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
     # A limit past the end of the dataset reads everything.
     out = _analyze(*common, "--buffer-size", "4", "--limit", "99")
     assert (out["packs"], out["samples_in"]) == (2, 4)
+    # --lengths-out: one length per document (text: no media columns), in reading order.
+    lengths_file = tmp_path / "four.lengths"
+    _analyze(*common, "--buffer-size", "4", "--lengths-out", str(lengths_file))
+    assert lengths_file.read_text() == "5\n3\n5\n3\n"
 
 
 def test_overlong_counts(tmp_path: Path, tokenizer_dir: Path) -> None:

@@ -179,3 +179,27 @@ def test_media_budgets_in_the_loader_and_the_replay(tmp_path: Path, processor_di
         "note                the simulated figures (simulate, buffer sweep) ignore the media"
         in (res.stdout)
     )
+
+
+def test_lengths_out_feeds_simulate_with_media(tmp_path: Path, processor_dir: Path) -> None:
+    """analyze --lengths-out writes ``length media_tokens media_items`` per document, and
+    simulate on that file with a media budget packs as the loader did."""
+    data = _conversations(tmp_path)
+    common = [str(data), "--task", "conversation", "--processor", str(processor_dir)]
+    common += ["--pack-size", "64", "--buffer-size", "4"]
+    out_file = tmp_path / "vlm.lengths"
+    measured = _analyze(
+        *common, "--max-media-tokens-per-pack", "10", "--lengths-out", str(out_file)
+    )
+    rows = sorted(tuple(map(int, line.split())) for line in out_file.read_text().splitlines())
+    # The hand count above: t 5 tokens, no media; i2 16 (6 media, 2 images); v 16 (8, 1 video);
+    # u 11 (4, 1 image).
+    assert rows == [(5, 0, 0), (11, 4, 1), (16, 6, 2), (16, 8, 1)]
+    res = _invoke(
+        "simulate", str(out_file), "--pack-size", "64", "--buffer-size", "4",
+        "--max-media-tokens-per-pack", "10", "--json",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    simulated = json.loads(res.stdout)
+    assert simulated["packs"] == measured["packs"] == 2
+    assert simulated["media"]["max_media_tokens_per_pack"] <= 10

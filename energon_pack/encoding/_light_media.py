@@ -199,7 +199,6 @@ def resolve_light_media(
     requested: bool | None,
     image_processor: Any,
     *,
-    carry_over: Any,
     augmented: bool = False,
     name: str,
 ) -> MediaPlanner | None:
@@ -208,10 +207,9 @@ def resolve_light_media(
     ``requested=None`` (the default): light where it is exact (the processor's rule is known,
     no ``augment_*`` override that might change sizes); ``True``: the same but augmentations
     are trusted to keep sizes, and raise ValueError naming what else prevents it; ``False``:
-    stock. ``carry_over`` does not change the answer: the carry-over dataset materializes the
-    members of emitted packs and carries planned documents (the parameter stays for callers).
+    stock. Carry-over does not change the answer: the carry-over dataset materializes the
+    members of emitted packs and carries planned documents.
     """
-    del carry_over  # light buffers work with and without carry-over
     if requested is False:
         return None
     planner = MediaPlanner.for_processor(image_processor)

@@ -202,14 +202,12 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         self, requested: bool | None, image_processor: Any, *, augmented: bool = False
     ) -> None:
         """Light or stock buffers for a media encoder (:func:`resolve_light_media`: light where
-        exact, without carry-over and, unless requested, without ``augmented`` (an augmentation
-        override, which may change sizes)); call it after the base ``__init__`` (it reads
-        ``config.carry_over``)."""
+        exact, with or without carry-over, and, unless requested, without ``augmented`` (an
+        augmentation override, which may change sizes)); call it after the base ``__init__``."""
         #: Plans documents from media headers, or None: media are decoded in the buffer.
         self.media_planner = resolve_light_media(
             requested,
             image_processor,
-            carry_over=self.config.carry_over,
             augmented=augmented,
             name=type(self).__name__,
         )

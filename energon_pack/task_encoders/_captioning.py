@@ -67,7 +67,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         add_bos, add_eos, eod_token_id: As in ``LLMPackingTaskEncoder``.
         mrope: Add 3-row mRoPE position ids to each pack.
         light_media: Buffer planned documents, decode images after selection (``None``: where
-            exact and without carry-over; ``True``: raise where not possible).
+            exact, with or without carry-over; ``True``: raise where not possible).
         **packing: :class:`~energon_pack.task_encoders.PackingConfig` fields.
     """
 

@@ -121,7 +121,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         default_fps: Frames per second of a video whose sample gives none.
         add_bos, add_eos, eod_token_id: Without a chat template, as in ``LLMPackingTaskEncoder``.
         light_media: Buffer planned documents, decode media after selection (``None``: where
-            exact and without carry-over; ``True``: raise where not possible).
+            exact, with or without carry-over; ``True``: raise where not possible).
         **packing: :class:`~energon_pack.task_encoders.PackingConfig` fields.
     """
 

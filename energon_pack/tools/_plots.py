@@ -84,8 +84,10 @@ def _length_histogram(ax: Any, result: AnalysisResult) -> None:
     )
     # the longest document is one count among thousands: point at it
     ax.plot([high], [0], marker="^", markersize=9, color=_PACK, clip_on=False, zorder=5)
+    # on a white box: the label often lies over the tallest bars
     ax.annotate(f"longest {_tokens_label(high)}", (high, 0), textcoords="offset points",
-                xytext=(0, 10), ha="right", fontsize=8, color=_PACK)  # fmt: skip
+                xytext=(0, 10), ha="right", fontsize=8, color=_PACK, zorder=6,
+                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})  # fmt: skip
     ax.set_xlabel("document length (tokens, log scale)")
     ax.set_ylabel("documents")
     median = int(np.median(lengths))

@@ -252,8 +252,7 @@ def _repair_rounds(
     elif len(bins) <= _halves_bound(values, capacity):
         return bins, rooms  # at L2 already (a cheap part of it), without NumPy calls
     else:
-        arr = np.asarray(lengths, dtype=np.int64)
-        bound = max(len(bins) - slack // capacity, martello_toth_l2(arr, capacity))
+        bound = martello_toth_l2(lengths, capacity)  # >= ceil(sum / C) == packs - slack // C
     if len(bins) <= bound:
         return bins, rooms
     cap_count = max_samples_per_pack or len(values)

@@ -220,16 +220,16 @@ class CarryOverPackingDataset(PostencodePackingDataset):
         carried, _ = self._carry_buffer.flush()
         carried_ages, self._carry_ages = self._carry_ages, []
         final = self._source_exhausted
+        pool = carried + samples
+        lengths = [int(self._sample_length(sample)) for sample in pool]
         if not final and not self._warned_small_buffer:
             self._warned_small_buffer = warn_if_buffer_too_small(
-                [int(self._sample_length(s)) for s in samples],
+                lengths[len(carried) :],  # the buffer's new samples
                 self.pack_size,
                 self.buffer_size,
                 carry_over=self.carry_over,
             )
-        pool = carried + samples
         index_groups = self._index_groups(pool, self._select(pool))
-        lengths = [int(self._sample_length(sample)) for sample in pool]
         ages = carried_ages + [0] * len(samples)
         limits: dict[str, Any] = {}
         if self._spec is not None:

@@ -4,8 +4,9 @@
 :func:`subset_sum` answers: given distinct lengths ``values``, each available ``counts[x]``
 times, which copies to take so that their total lies in ``[lo, hi]`` and is nearest ``target``
 (default ``hi``: the fullest fill of a room)? The repair fills a pack's room exactly
-(:func:`fill_counts`); the balancing pass looks for short documents whose total matches a long
-one within the two packs' free room (:func:`subset_positions`).
+(:func:`fill_counts`); the balancing pass keeps a cheap pack's reachable totals
+(:func:`reach_steps`) to match a long document's tokens within the two packs' free room, and
+walks back the total it picks (:func:`walk_back`).
 
 One Python int is the bitset of the totals reachable so far (bit ``s``: some choice of the
 values scanned has total ``s``), starting from ``1`` (the empty choice). Taking ``c`` copies of

@@ -106,11 +106,13 @@ def replay_and_sweep(
     figures["recommended_buffer_size"], figures["buffer_sweep"] = recommend_buffer_size(
         lengths, spec, target_fill=target, media=media
     )
-    if spec.carry_over is None:
-        with_carry = simulate(lengths, spec, buffer_size, media=media, carry_over=CarryOver())
-        figures["carry_over_fill"] = with_carry.fill
+    if spec.carry_over is not None:  # the sweep above already ran with carry-over
+        figures["carry_over_buffer_size"] = figures["recommended_buffer_size"]
+        return figures
+    with_carry = simulate(lengths, spec, buffer_size, media=media, carry_over=CarryOver())
+    figures["carry_over_fill"] = with_carry.fill
     # Carry-over reaches the target at smaller buffers (short documents especially).
     figures["carry_over_buffer_size"], _ = recommend_buffer_size(
-        lengths, spec, target_fill=target, media=media, carry_over=spec.carry_over or CarryOver()
+        lengths, spec, target_fill=target, media=media, carry_over=CarryOver()
     )
     return figures

@@ -271,7 +271,8 @@ def _level_media(packs: _Packs, spec: PackingSpec) -> list[list[int]]:
     balanced under :data:`VISION_COST` (same packs, same fill); the other packs unchanged.
     Balancing only these bounds the time by the packs over budget, not the buffer."""
     over = packs.over()
-    light = [p for p in np.argsort(packs.tok, kind="stable").tolist() if p not in set(over)]
+    skip = set(over)
+    light = [p for p in np.argsort(packs.tok, kind="stable").tolist() if p not in skip]
     chosen = sorted(over + light[: PARTNERS_PER_OVER * len(over)])
     levelled = balance_packs(
         [packs.members[p] for p in chosen],

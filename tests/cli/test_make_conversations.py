@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from llava_files import LLAVA_RECORDS, write_llava_media
 from megatron.energon import Cooker, DefaultTaskEncoder
+from read_back import read_back
 
 from energon_pack.cli import main
 from energon_pack.task_encoders import cook_conversation
@@ -27,24 +28,6 @@ class CookOnly(DefaultTaskEncoder):
 
 def _run(*args: str) -> Any:
     return CliRunner().invoke(main, ["make-dataset", *args])
-
-
-def _read_back(path: Path) -> list[Any]:
-    """Every sample as energon cooks it (one epoch, dataset order)."""
-    from megatron.energon import WorkerConfig, get_loader, get_train_dataset
-
-    ds = get_train_dataset(
-        str(path),
-        worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
-        batch_size=None,
-        shuffle_buffer_size=None,
-        max_samples_per_sequence=None,
-        shuffle_over_epochs_multiplier=None,
-        parallel_shard_iters=1,
-        task_encoder=CookOnly(),
-        repeat=False,
-    )
-    return list(get_loader(ds))
 
 
 def test_llava_json_and_jsonl_become_conversation_samples(tmp_path: Path) -> None:
@@ -71,7 +54,7 @@ def test_llava_json_and_jsonl_become_conversation_samples(tmp_path: Path) -> Non
         in res.output
     )
     assert "--task conversation --processor" in res.output  # the next command
-    samples = _read_back(out)
+    samples = read_back(out, CookOnly())
     assert [s.__key__ for s in samples] == ["000000", "000001", "000002", "000003"]
     t, i2, v, u = samples
     assert t.conversation == [
@@ -92,7 +75,7 @@ def test_media_root_defaults_to_the_inputs_folder(tmp_path: Path) -> None:
     res = _run(str(tmp_path / "data"), str(tmp_path / "llava.jsonl"), "--task", "conversation")
     assert res.exit_code == 0, res.output
     assert "wrote 1 conversation (2 images, 0 videos of 0 frames, 0 text-only)" in res.output
-    assert len(_read_back(tmp_path / "data")[0].images) == 2
+    assert len(read_back(tmp_path / "data", CookOnly())[0].images) == 2
 
 
 def _turns(text: str) -> list[dict[str, str]]:

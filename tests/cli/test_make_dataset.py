@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from read_back import read_back
 
 from energon_pack.cli._make_dataset import (
     DocumentCounts,
@@ -15,21 +16,6 @@ from energon_pack.cli._make_dataset import (
     iter_documents,
     read_documents,
 )
-
-
-def _read_back(path: Path) -> list[str]:
-    """Every sample's text, read by energon's own loader (one epoch, default task encoder)."""
-    from megatron.energon import WorkerConfig, get_loader, get_train_dataset
-
-    ds = get_train_dataset(
-        str(path),
-        worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
-        batch_size=None,
-        shuffle_buffer_size=None,
-        max_samples_per_sequence=None,
-        repeat=False,
-    )
-    return [sample.text for sample in get_loader(ds)]
 
 
 def _jsonl(path: Path, records: list[object]) -> Path:
@@ -60,7 +46,9 @@ def test_txt_and_jsonl_become_a_text_sample_dataset(tmp_path: Path) -> None:
     assert "wrote 3 documents (1 empty skipped) in 2 shards" in res.output
     assert sorted(p.name for p in out.glob("*.tar")) == ["shard_000000.tar", "shard_000001.tar"]
     assert (out / ".nv-meta" / "dataset.yaml").exists()
-    assert sorted(_read_back(out)) == sorted(["first document\nwith two lines", "second", "third"])
+    assert sorted(s.text for s in read_back(out)) == sorted(
+        ["first document\nwith two lines", "second", "third"]
+    )
 
 
 def test_a_directory_contributes_its_files_in_sorted_order(tmp_path: Path) -> None:

@@ -239,9 +239,8 @@ class _Packs:
         text = sorted(
             (j for j in self.members[p] if self.text[j]), key=lambda j: (self.slots[j], j)
         )
-        one = [j for j in text if self.slots[j] >= short][:1]
-        out = one or []
-        if not one:
+        out = [j for j in text if self.slots[j] >= short][:1]
+        if not out:
             freed = 0
             for j in reversed(text):
                 out.append(j)

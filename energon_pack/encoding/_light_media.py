@@ -213,14 +213,14 @@ def resolve_light_media(
     if requested is False:
         return None
     planner = MediaPlanner.for_processor(image_processor)
-    reason = None
     if planner is None:
-        reason = (
-            f"the resize rule of {type(image_processor).__name__} is not known to be exact "
-            "(a Qwen2-VL-style smart_resize with do_resize=True is)"
-        )
-    if reason is None and augmented and requested is None:
+        if requested:
+            raise ValueError(
+                f"{name}: light_media=True, but the resize rule of "
+                f"{type(image_processor).__name__} is not known to be exact (a Qwen2-VL-style "
+                "smart_resize with do_resize=True is); pass light_media=False."
+            )
+        return None
+    if augmented and requested is None:
         return None  # an augmentation may change sizes: light only when asked for
-    if reason is not None and requested:
-        raise ValueError(f"{name}: light_media=True, but {reason}; pass light_media=False.")
-    return None if reason is not None else planner
+    return planner

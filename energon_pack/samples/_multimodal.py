@@ -27,7 +27,7 @@ import torch
 from megatron.energon import edataclass
 
 from energon_pack.attention import frame_runs, mrope_position_ids
-from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch, _stack_mrope
+from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample, slice_media
 from energon_pack.samples._packed import (
     PackedCaptioningSample,
@@ -191,9 +191,9 @@ class PackedMultimodalBatch(PackedCaptioningBatch):
     def modality_fields(  # type: ignore[override]
         cls, packs: Sequence[PackedMultimodalSample], length: int
     ) -> dict[str, Any]:
-        """Images and videos in row-major pack order, spans in batch coordinates."""
+        """Images and videos in row-major pack order, spans in batch coordinates, stacked mRoPE
+        ids (the captioning batch's)."""
         fields = PackedCaptioningBatch.modality_fields(packs, length)
-        fields["mrope_position_ids"] = _stack_mrope(packs, length)
         fields.update(concat_media(packs, [r * length for r in range(len(packs))], *VIDEO_FIELDS))
         fields["video_second_per_grid"] = torch.cat([p.video_second_per_grid for p in packs])
         return fields

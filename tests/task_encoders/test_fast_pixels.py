@@ -7,6 +7,7 @@ import dataclasses
 import io
 import pickle
 import random
+import sys
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,9 @@ def test_a_processor_that_differs_gets_no_fast_path() -> None:
     assert FastPixels.for_processor(proc) is None
     flipped = FlippedProcessor(min_pixels=28 * 28, max_pixels=112 * 112)
     assert FastPixels.for_processor(flipped) is None
+    # for_processor finds no smart_resize in this test module; the probe rejects the rows too
+    rule = sys.modules[type(proc).__module__].smart_resize
+    assert not FastPixels(flipped, rule)._matches_processor()
 
 
 def test_write_needs_a_contiguous_float32_tensor() -> None:

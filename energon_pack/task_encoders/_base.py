@@ -186,17 +186,24 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         return self.materialize_for_pack(doc)
 
     def materialize(self, doc: EncodedSample) -> EncodedSample:
-        """Hook: the document with its media decoded and processed (default: ``doc``)."""
-        return doc
+        """Hook: the document with its media decoded and processed (text encoders: ``doc``)."""
+        return self._materialized(doc, into_pack=False)
 
     def materialize_for_pack(self, doc: EncodedSample) -> EncodedSample:
         """:meth:`materialize` for a pack about to be built (what ``postencode`` runs).
 
         An encoder may leave pixel rows unwritten here (a ``RowSource`` such as
         ``PendingPixels``): ``pack_selected_samples`` writes them straight into the pack's
-        array, with no per-document copy. Default: :meth:`materialize`.
+        array, with no per-document copy. A subclass's own :meth:`materialize` runs as is.
         """
-        return self.materialize(doc)
+        if type(self).materialize is not PackingTaskEncoder.materialize:
+            return self.materialize(doc)  # a subclass's own materialize
+        return self._materialized(doc, into_pack=True)
+
+    def _materialized(self, doc: EncodedSample, *, into_pack: bool) -> EncodedSample:
+        """What the media encoders override: ``doc`` with its media decoded; ``into_pack``:
+        rows may be left for the pack to write. Default: ``doc`` (nothing to decode)."""
+        return doc
 
     def _init_light_media(
         self, requested: bool | None, image_processor: Any, *, augmented: bool = False

@@ -157,18 +157,10 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
             self.light_fallbacks += 1
         return self._document(sample, *self._processed([sample.image], key))
 
-    def materialize(self, doc: EncodedSample) -> EncodedSample:
-        """A light document with its kept image(s) decoded, augmented and processed."""
-        return self._materialized(doc, into_pack=False)
-
-    def materialize_for_pack(self, doc: EncodedSample) -> EncodedSample:
-        """:meth:`materialize`, the pixel rows left for the pack to write (``PendingPixels``)
-        where :attr:`fast_pixels` makes them (and neither hook is overridden)."""
-        if type(self).materialize is not CaptioningPackingTaskEncoder.materialize:
-            return self.materialize(doc)  # a subclass's own materialize
-        return self._materialized(doc, into_pack=True)
-
     def _materialized(self, doc: EncodedSample, *, into_pack: bool) -> EncodedSample:
+        """A light document with its kept image(s) decoded, augmented and processed;
+        ``into_pack``: the pixel rows left for the pack to write (``PendingPixels``) where
+        :attr:`fast_pixels` makes them (and neither hook is overridden)."""
         if not isinstance(doc, LightCaptioningDocument):
             return doc
         images = [doc.images[i] for i in kept_items(doc.pixel_values)]

@@ -321,18 +321,10 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
                 f"sample {key!r}: the media processor failed ({type(e).__name__}: {e})."
             ) from e
 
-    def materialize(self, doc: EncodedSample) -> EncodedSample:
-        """A light document with its kept images and videos decoded, augmented and processed."""
-        return self._materialized(doc, into_pack=False)
-
-    def materialize_for_pack(self, doc: EncodedSample) -> EncodedSample:
-        """:meth:`materialize`, the image rows left for the pack to write (``PendingPixels``)
-        where :attr:`fast_pixels` makes them; videos are processed here (a tensor)."""
-        if type(self).materialize is not MultimodalPackingTaskEncoder.materialize:
-            return self.materialize(doc)  # a subclass's own materialize
-        return self._materialized(doc, into_pack=True)
-
     def _materialized(self, doc: EncodedSample, *, into_pack: bool) -> EncodedSample:
+        """A light document with its kept images and videos decoded, augmented and processed;
+        ``into_pack``: the image rows left for the pack to write (``PendingPixels``) where
+        :attr:`fast_pixels` makes them; videos are processed here (a tensor)."""
         if not isinstance(doc, LightMultimodalDocument):
             return doc
         key = doc.__key__

@@ -384,21 +384,40 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             video_second_per_grid=timing.second_per_grid if counts else torch.zeros(0),
         )
 
+    @classmethod
+    def tag_mismatch(
+        cls, text: str, n_images: int, n_videos: int
+    ) -> tuple[str, str, int, int] | None:
+        """The first ``(tag, "image" | "video", tags found, items)`` whose tags in ``text`` break
+        the rule: one tag per item, or no tag at all (the items then go before the first user
+        turn); None when both match. The rule the encoder applies, for checks made before it.
+
+        ``tag_mismatch("<image><image> hi", 1, 0)`` -> ``("<image>", "image", 2, 1)``;
+        ``tag_mismatch("hi", 1, 0)`` -> None.
+        """
+        for tag, n in ((cls.image_tag, n_images), (cls.video_tag, n_videos)):
+            found = text.count(tag)
+            if found != n and not (found == 0 and n > 0):
+                return tag, "image" if tag == cls.image_tag else "video", found, n
+        return None
+
     def _with_placeholders(
         self, key: str, messages: list[Message], n_images: int, n_videos: int
     ) -> list[Message]:
         """Tags replaced by placeholder text; missing tags put before the first user turn."""
         text = "".join(m["content"] for m in messages)
-        missing = []
-        for tag, n in ((self.image_tag, n_images), (self.video_tag, n_videos)):
-            found = text.count(tag)
-            if found == 0 and n > 0:
-                missing.append(tag * n)
-            elif found != n:
-                raise ValueError(
-                    f"sample {key!r}: {found} {tag} tag(s) in the conversation but {n} "
-                    f"{'image' if tag == self.image_tag else 'video'}(s); give one tag per item."
-                )
+        bad = self.tag_mismatch(text, n_images, n_videos)
+        if bad is not None:
+            tag, noun, found, n = bad
+            raise ValueError(
+                f"sample {key!r}: {found} {tag} tag(s) in the conversation but {n} "
+                f"{noun}(s); give one tag per item."
+            )
+        missing = [
+            tag * n
+            for tag, n in ((self.image_tag, n_images), (self.video_tag, n_videos))
+            if n > 0 and tag not in text
+        ]
         out = [dict(m) for m in messages]
         if missing:
             first = next((m for m in out if m["role"] == "user"), out[0])

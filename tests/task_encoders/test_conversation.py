@@ -109,6 +109,16 @@ def test_tags_and_media_must_match(vlm_tokenizer_dir, image_processor) -> None:
     ]
 
 
+def test_tag_mismatch_is_the_rule_the_encoder_applies() -> None:
+    check = ConversationPackingTaskEncoder.tag_mismatch
+    assert check("<image><image> hi", 1, 0) == ("<image>", "image", 2, 1)
+    assert check("hi", 2, 1) is None  # no tags: the items go before the first user turn
+    assert check("<image> hi <video>", 1, 1) is None
+    assert check("<image> hi <video>", 1, 2) == ("<video>", "video", 1, 2)
+    assert check("<video> hi", 0, 0) == ("<video>", "video", 1, 0)
+    assert check("<image> <video> <video>", 0, 1) == ("<image>", "image", 1, 0)
+
+
 def test_llava_dataset_epoch_video_and_media_counts(
     conversation_dataset, vlm_tokenizer_dir, image_processor, vlm_tokenizer
 ) -> None:

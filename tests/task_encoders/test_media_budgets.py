@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from vlm_helpers import VLM_PACK_SIZE, png
+from vlm_helpers import VLM_PACK_SIZE, chat_sample, png
 
 from energon_pack.algorithms import CarryOver, MediaLoad, PackingSpec, simulate_packs
 from energon_pack.samples import (
@@ -17,7 +17,7 @@ from energon_pack.samples import (
     LightMultimodalDocument,
     PackingCounts,
 )
-from energon_pack.task_encoders import ConversationPackingTaskEncoder, ConversationSample
+from energon_pack.task_encoders import ConversationPackingTaskEncoder
 from energon_pack.testing import assert_each_sample_once, member_keys
 from energon_pack.tools import make_loader
 
@@ -40,13 +40,9 @@ def test_light_and_materialized_documents_report_the_same_load(
     vlm_tokenizer_dir, image_processor
 ) -> None:
     frames = [png(56, 56, seed=s) for s in range(4)]
-    sample = ConversationSample(
-        __key__="m",
-        __restore_key__=(),
-        conversation=[
-            {"role": "user", "content": "<image> <image> <video> what"},
-            {"role": "assistant", "content": "a seed"},
-        ],
+    sample = chat_sample(
+        "m",
+        ["<image> <image> <video> what", "a seed"],
         images=[png(28, 56, 1), png(56, 84, 2)],
         videos=[frames],
         video_fps=[2.0],
@@ -113,15 +109,7 @@ def test_loader_keeps_the_budgets_and_counts_what_cannot_fit(
 def test_over_budget_drop_is_logged_with_key_and_reason(
     vlm_tokenizer_dir, image_processor, caplog
 ) -> None:
-    sample = ConversationSample(
-        __key__="big",
-        __restore_key__=(),
-        conversation=[
-            {"role": "user", "content": "<image> hi"},
-            {"role": "assistant", "content": "x"},
-        ],
-        images=[png(56, 84, 3)],
-    )
+    sample = chat_sample("big", ["<image> hi", "x"], images=[png(56, 84, 3)])
     enc = _encoder(vlm_tokenizer_dir, image_processor, max_media_tokens_per_pack=4)
     with caplog.at_level("WARNING", logger="energon_pack.stats"):
         assert list(enc.encode_sample(sample)) == []

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 from PIL import Image
-from vlm_helpers import png
+from vlm_helpers import chat_sample, png
 
 from energon_pack.algorithms import OverlongSampleError
 from energon_pack.attention import mrope_position_ids
@@ -56,17 +56,7 @@ def test_a_video_document_longer_than_the_pack_is_cut_around_the_video(
     vlm_tokenizer_dir, image_processor
 ) -> None:
     frames = [png(56, 56, seed=i) for i in range(4)]  # 2 temporal patches x 4 tokens = 8 tokens
-    sample = ConversationSample(
-        __key__="v",
-        __restore_key__=(),
-        conversation=[
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": "a seed"},
-            {"role": "user", "content": "<video> is it"},
-            {"role": "assistant", "content": "a seed"},
-        ],
-        videos=[frames],
-    )
+    sample = chat_sample("v", ["hi", "a seed", "<video> is it", "a seed"], videos=[frames])
 
     def encoder(pack_size: int, overlong: str) -> ConversationPackingTaskEncoder:
         return ConversationPackingTaskEncoder(
@@ -113,13 +103,9 @@ def stamp_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def qwen3_sample() -> ConversationSample:
     """An image and two videos: 3 frames at 1 fps (times 0.5, 2.0), 4 frames at the default
     2 fps (times 0.2 (0.25 rounds half to even), 1.2 (1.25))."""
-    return ConversationSample(
-        __key__="q3",
-        __restore_key__=(),
-        conversation=[
-            {"role": "user", "content": "<video> and <image> and <video>"},
-            {"role": "assistant", "content": "a seed"},
-        ],
+    return chat_sample(
+        "q3",
+        ["<video> and <image> and <video>", "a seed"],
         images=[png(56, 28, seed=9)],
         videos=[[png(28, 56, seed=i) for i in range(3)], [png(56, 56, seed=i) for i in range(4)]],
         video_fps=[1.0, None],

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from vlm_helpers import png
+from vlm_helpers import chat_sample, png
 from vlm_models import FAMILIES, TOKENS_PER_SECOND, tiny_vlm
 
 from energon_pack.samples import collate_packs, pack_documents
@@ -26,28 +26,19 @@ def samples(size: int) -> list[ConversationSample]:
     """Documents with 0, 1 and 3 images, one with a 3-frame video at fps 1, and one with an
     image, then a 5-frame video at fps 2 (Qwen3-VL: 3 timestamped frame groups)."""
 
-    def conv(key: str, turns: list[str], **media: Any) -> ConversationSample:
-        roles = ["user", "assistant"] * len(turns)
-        return ConversationSample(
-            __key__=key,
-            __restore_key__=(),
-            conversation=[{"role": r, "content": t} for r, t in zip(roles, turns)],
-            **media,
-        )
-
     out = [
-        conv("text", ["is it a token", "it is"]),
-        conv("one", ["<image> is it", "a seed"], images=[png(size, 2 * size, 1)]),
-        conv(
+        chat_sample("text", ["is it a token", "it is"]),
+        chat_sample("one", ["<image> is it", "a seed"], images=[png(size, 2 * size, 1)]),
+        chat_sample(
             "three",
             ["<image> <image> which", "the one", "<image> and this", "a random seed"],
             images=[png(size, size, 2), png(2 * size, size, 3), png(size, 3 * size, 4)],
         ),
     ]
-    out.append(conv("video", ["<video> is it", "a batch"], videos=[frames(3, size, 5)]))
+    out.append(chat_sample("video", ["<video> is it", "a batch"], videos=[frames(3, size, 5)]))
     out[-1].video_fps = [1.0]
     out.append(
-        conv(
+        chat_sample(
             "mixed",
             ["<image> and <video>", "the seed", "and then", "a token"],
             images=[png(size, 2 * size, 6)],

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 #: The tokens a Qwen2-VL-style tokenizer has besides the image placeholder.
 VLM_TOKENS = ["<|video_pad|>", "<|vision_start|>", "<|vision_end|>"]
@@ -16,6 +17,20 @@ def png(width: int, height: int, seed: int) -> bytes:
     from energon_pack.testing import random_png_bytes
 
     return random_png_bytes(width, height, seed=seed)
+
+
+def chat_sample(key: str, turns: list[str], **media: Any) -> Any:
+    """A ``ConversationSample`` of ``turns`` alternating user, assistant:
+    ``chat_sample("k", ["<image> is it", "a seed"], images=[png(28, 28, 1)])``."""
+    from energon_pack.task_encoders import ConversationSample
+
+    roles = ["user", "assistant"] * len(turns)
+    return ConversationSample(
+        __key__=key,
+        __restore_key__=(),
+        conversation=[{"role": r, "content": t} for r, t in zip(roles, turns)],
+        **media,
+    )
 
 
 def write_frames(folder: Path, n: int, size: tuple[int, int], seed: int) -> Path:

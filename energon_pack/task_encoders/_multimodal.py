@@ -192,7 +192,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
                 temporal_patch_size=self.media.temporal_patch_size,
                 merge_size=self.media.merge_size,
             )
-            if video_timestamps and self.video_token_id is not None and wrap
+            if video_timestamps  # with the start/end and video tokens (checked above)
             else None
         )
         self.mrope = mrope

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from energon_pack.task_encoders import (
 )
 from energon_pack.testing import IMAGE_TOKEN, assert_each_sample_once
 from energon_pack.tools import make_loader, prepare_dataset, sample_key
+from energon_pack.tools._datasets import _write_shards
 
 #: Texts the test tokenizer knows word by word.
 WORDS = ["a seed", "the token", "is it a batch", "the seed", "a token is it"]
@@ -55,22 +55,10 @@ def part_filter(part):
 """
 
 
-def write_shards(path: Path, samples: list[dict[str, bytes]]) -> None:
-    """Tar shards of 5 samples each; sample ``i``'s members are ``{sample_key(i)}.{ext}``."""
-    path.mkdir(parents=True)
-    for shard in range(0, len(samples), 5):
-        with tarfile.open(path / f"shard_{shard // 5:03d}.tar", "w") as tar:
-            for i, sample in enumerate(samples[shard : shard + 5], start=shard):
-                for ext, data in sample.items():
-                    info = tarfile.TarInfo(f"{sample_key(i)}.{ext}")
-                    info.size = len(data)
-                    tar.addfile(info, io.BytesIO(data))
-
-
 def loader_dataset(path: Path, samples: list[dict[str, bytes]], sample_type: str, loader: str):
     """A webdataset of energon's ``sample_type`` whose fields energon's
     ``sample_loader`` (in ``.nv-meta/sample_loader.py``) builds from the tar members."""
-    write_shards(path, samples)
+    _write_shards(path, samples, samples_per_shard=5)  # sample i: {sample_key(i)}.{ext}
     args = ("--non-interactive", "--split-ratio", "1,0,0", "--sample-type", "CrudeWebdataset")
     prepare_dataset(path, *args)
     meta = path / ".nv-meta"
@@ -227,7 +215,7 @@ def test_vidqa_from_an_encoded_video_file(tmp_path, vlm_tokenizer_dir, image_pro
     frames = [png(28, 56, seed=i) for i in range(3)]
     sample = {"mov": encoded_video(frames, fps=4), "txt": b"is it", "json": b'["a seed"]'}
     path = tmp_path / "vidqa_file"
-    write_shards(path, [sample])
+    _write_shards(path, [sample], samples_per_shard=5)
     fields = json.dumps({"video": "mov", "context": "txt", "answers": "json"})
     prepare_dataset(path, "--non-interactive", "--split-ratio", "1,0,0", "--sample-type",
                     "VidQASample", "--field-map", fields)  # fmt: skip

@@ -291,6 +291,18 @@ def _media_of(raw: np.ndarray, media: MediaLoad | None, spec: PackingSpec) -> Me
     return media
 
 
+def _checked_lengths(lengths: Sequence[int] | np.ndarray, buffer_size: int) -> np.ndarray:
+    """``lengths`` as ``int64``, after the checks :func:`simulate` and :func:`simulate_packs`
+    share: ``ValueError`` for ``buffer_size < 1`` or a length ``<= 0``."""
+    if buffer_size < 1:
+        raise ValueError(f"buffer_size={buffer_size} must be >= 1 (packing_buffer_size).")
+    raw = as_int_lengths(lengths)
+    if raw.size and int(raw.min()) <= 0:
+        i = int(np.argmin(raw))
+        raise ValueError(f"length #{i} is {int(raw[i])}: lengths must be positive token counts.")
+    return raw
+
+
 def simulate_packs(
     lengths: Sequence[int] | np.ndarray,
     spec: PackingSpec | int,
@@ -307,7 +319,7 @@ def simulate_packs(
     ``[[0, 1], [2, 3], [4]]``.
     """
     spec = as_spec(spec, **fields)
-    raw = as_int_lengths(lengths)
+    raw = _checked_lengths(lengths, buffer_size)
     lens, _ = cut_lengths(raw, spec.pack_size, spec.overlong)
     load = _media_of(raw, media, spec)
     model = _BufferModel(
@@ -338,12 +350,7 @@ def simulate(
         spec_fields: :class:`PackingSpec` fields replacing the spec's.
     """
     spec = as_spec(spec, **spec_fields)
-    if buffer_size < 1:
-        raise ValueError(f"buffer_size={buffer_size} must be >= 1 (packing_buffer_size).")
-    raw = as_int_lengths(lengths)
-    if raw.size and int(raw.min()) <= 0:
-        i = int(np.argmin(raw))
-        raise ValueError(f"length #{i} is {int(raw[i])}: lengths must be positive token counts.")
+    raw = _checked_lengths(lengths, buffer_size)
     lens, cuts = cut_lengths(raw, spec.pack_size, spec.overlong)
     slots = spec.slot_lengths(lens)
     model = _BufferModel(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from energon_pack.algorithms import ALGORITHMS, CarryOver, simulate
+from energon_pack.algorithms import ALGORITHMS, CarryOver, simulate, simulate_packs
 
 
 def test_worked_example_from_docstring() -> None:
@@ -107,3 +107,12 @@ def test_non_integer_lengths_are_rejected_not_rounded() -> None:
 def test_bad_settings_are_named_before_the_overlong_policy_runs(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         simulate([3], kwargs.pop("pack_size"), 4, overlong="error", **kwargs)
+
+
+@pytest.mark.parametrize("run", [simulate, simulate_packs])
+def test_simulate_and_simulate_packs_name_a_bad_buffer_or_length(run) -> None:
+    # simulate_packs used to skip these checks: buffer 0 ran into "no group 100 times".
+    with pytest.raises(ValueError, match="buffer_size=0 must be >= 1"):
+        run([3, 3, 3], 6, 0)
+    with pytest.raises(ValueError, match="length #1 is 0"):
+        run([3, 0, 3], 6, 4)

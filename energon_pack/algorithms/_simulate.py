@@ -81,6 +81,10 @@ class SimulationResult:
     max_wait_samples: int  #: most samples read between a sample's read and its emission
     max_carried_tokens: int  #: most pack slots held by carried samples after a select
     dropped_over_budget: int = 0  #: samples whose media alone exceed a media budget (dropped)
+    #: most media tokens in one pack (``None``: simulated without ``media``)
+    max_media_tokens_per_pack: int | None = None
+    #: most images + videos in one pack (``None``: simulated without ``media``)
+    max_media_per_pack: int | None = None
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
@@ -384,5 +388,18 @@ def simulate(
         max_wait_samples=tally.max_wait,
         max_carried_tokens=tally.max_carried_slots,
         dropped_over_budget=len(dropped),
+        **_media_maxima(model),
         warnings=_small_buffer_warnings(slots, size, buffer_size),
     )
+
+
+def _media_maxima(model: _BufferModel) -> dict[str, int | None]:
+    """The most media tokens and images + videos over the model's emitted packs (``None``
+    without media)."""
+    if model.media is None:
+        return {"max_media_tokens_per_pack": None, "max_media_per_pack": None}
+    tokens, items = model.media.tokens, model.media.items
+    return {
+        "max_media_tokens_per_pack": max((int(tokens[p].sum()) for p in model.packs), default=0),
+        "max_media_per_pack": max((int(items[p].sum()) for p in model.packs), default=0),
+    }

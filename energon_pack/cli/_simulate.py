@@ -26,29 +26,14 @@ import json
 from pathlib import Path
 
 import click
-import numpy as np
 
 from energon_pack.algorithms import (
-    MediaLoad,
     PackingSpec,
     SimulationResult,
     simulate,
-    simulate_packs,
 )
 from energon_pack.cli._lengths import load_lengths
 from energon_pack.cli._options import buffer_size_option, spec_options
-
-
-def _max_media(
-    lengths: np.ndarray, spec: PackingSpec, buffer_size: int, media: MediaLoad
-) -> dict[str, int]:
-    """The most media tokens and images + videos in one pack, over the same packs replayed
-    by ``simulate_packs`` (deterministic: the packs ``simulate`` counted)."""
-    packs = simulate_packs(lengths, spec, buffer_size, media=media)
-    return {
-        "max_media_tokens_per_pack": max((int(media.tokens[p].sum()) for p in packs), default=0),
-        "max_media_per_pack": max((int(media.items[p].sum()) for p in packs), default=0),
-    }
 
 
 def _simulate(
@@ -66,8 +51,11 @@ def _simulate(
         result = simulate(lengths, spec, buffer_size, media=media)
         figures = None
         if media is not None:
-            figures = _max_media(lengths, spec, buffer_size, media)
-            figures["dropped_over_budget"] = result.dropped_over_budget
+            figures = {
+                "max_media_tokens_per_pack": result.max_media_tokens_per_pack,
+                "max_media_per_pack": result.max_media_per_pack,
+                "dropped_over_budget": result.dropped_over_budget,
+            }
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     return result, figures

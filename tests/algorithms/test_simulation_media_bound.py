@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from energon_pack.algorithms import ALGORITHMS, CarryOver, MediaLoad, PackingSpec, simulate
+from energon_pack.algorithms import (
+    ALGORITHMS,
+    CarryOver,
+    MediaLoad,
+    PackingSpec,
+    simulate,
+    simulate_packs,
+)
 
 # Four documents of 2 tokens, each one image of 3 media tokens: 8 tokens fit one pack of 10,
 # but a budget of 6 media tokens holds two images, so two packs at least (and exactly).
@@ -75,3 +82,18 @@ def test_bounds_hold_for_every_algorithm(name: str, carry: bool) -> None:
     media_bound = -(-int(load.tokens[kept].sum()) // 400)
     assert r.global_lower_bound_packs >= media_bound
     assert r.global_lower_bound_packs <= r.lower_bound_packs <= r.packs
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_media_maxima_are_those_of_the_emitted_packs(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 300
+    lengths = rng.integers(1, 200, size=n)
+    tokens = (lengths * rng.uniform(0, 1, size=n)).astype(np.int64)
+    media = MediaLoad(tokens=tokens, items=(tokens > 0) * rng.integers(1, 4, size=n))
+    spec = PackingSpec(pack_size=256, max_media_tokens_per_pack=300, max_media_per_pack=5)
+    r = simulate(lengths, spec, 16, media=media)
+    packs = simulate_packs(lengths, spec, 16, media=media)
+    assert r.max_media_tokens_per_pack == max(int(media.tokens[p].sum()) for p in packs) <= 300
+    assert r.max_media_per_pack == max(int(media.items[p].sum()) for p in packs) <= 5
+    assert simulate(lengths, 256, 16).max_media_tokens_per_pack is None

@@ -185,18 +185,14 @@ def _check_tags(record: dict[str, Any], where: str, images: int, videos: int) ->
         messages = normalize_conversation(record, key=where)
     except ValueError as exc:  # "sample 'llava.jsonl:3': ..." -> "llava.jsonl:3: ..."
         raise ValueError(str(exc).replace(f"sample {where!r}: ", f"{where}: ", 1)) from exc
-    text = "".join(m["content"] for m in messages)
-    for tag, n, noun in (
-        (Encoder.image_tag, images, "image"),
-        (Encoder.video_tag, videos, "video"),
-    ):
-        found = text.count(tag)
-        if found != n and not (found == 0 and n > 0):
-            raise ValueError(
-                f"{where}: {found} {tag} tag(s) in the conversation but {n} {noun}(s) in the "
-                f"record; give one {tag} per {noun} (or none: then all go before the first user "
-                "turn)."
-            )
+    bad = Encoder.tag_mismatch("".join(m["content"] for m in messages), images, videos)
+    if bad is not None:
+        tag, noun, found, n = bad
+        raise ValueError(
+            f"{where}: {found} {tag} tag(s) in the conversation but {n} {noun}(s) in the "
+            f"record; give one {tag} per {noun} (or none: then all go before the first user "
+            "turn)."
+        )
 
 
 def _read(file: Path, where: str) -> bytes:

@@ -163,21 +163,11 @@ class PackingStats:
             logger.info("energon_pack stats: %s", self.summary())
 
     def as_dict(self) -> dict[str, Any]:
-        """The counters and derived figures as a flat dict (for a metrics logger)."""
+        """The counters and derived figures as a flat dict (for a metrics logger): every
+        :class:`~energon_pack.samples.PackingCounts` field with ``fill``,
+        ``documents_per_pack`` and ``dropped``, plus ``last_fill`` and ``last_documents``."""
         return {
-            "samples": self.samples,
-            "documents": self.documents,
-            "truncated": self.truncated,
-            "truncated_tokens": self.truncated_tokens,
-            "split": self.split,
-            "split_pieces": self.split_pieces,
-            "split_pieces_dropped": self.split_pieces_dropped,
-            "dropped_overlong": self.dropped_overlong,
-            "dropped_empty": self.dropped_empty,
-            "skipped": self.skipped,
-            "packs": self.packs,
-            "fill": self.fill,
-            "documents_per_pack": self.documents_per_pack,
+            **self.counts().as_dict(),
             "last_fill": self.last_fill,
             "last_documents": self.last_documents,
         }

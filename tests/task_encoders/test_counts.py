@@ -4,6 +4,7 @@ the counts every batch carries add up to a 0-worker run's totals at 2 workers (r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -14,7 +15,7 @@ from click.testing import CliRunner
 
 from energon_pack.algorithms import OverlongSampleError
 from energon_pack.cli import main
-from energon_pack.encoding import FatalOverlongSampleError
+from energon_pack.encoding import FatalOverlongSampleError, PackingStats
 from energon_pack.samples import PackingCounts
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder
 from energon_pack.testing import (
@@ -145,3 +146,15 @@ def test_overlong_error_in_analyze_is_one_line(tmp_path: Path, tokenizer_dir: Pa
     assert result.exit_code == 1
     (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("Error:")]
     assert "> pack_size=16" in line and "'truncate', 'split' or 'drop'" in line
+
+
+def test_stats_as_dict_has_every_counter() -> None:
+    # The metrics-logger dict is derived from PackingCounts, so a new counter (e.g.
+    # dropped_over_budget) cannot be left out of it.
+    stats = PackingStats(log_every=0)
+    stats.record_drop("k", "media over budget", kind="over_budget")
+    stats.record_pack(doc_lengths=[5, 3], capacity=8)
+    d = stats.as_dict()
+    assert {f.name for f in dataclasses.fields(PackingCounts)} <= set(d)
+    assert (d["dropped_over_budget"], d["dropped"], d["packs"], d["fill"]) == (1, 1, 1, 1.0)
+    assert (d["last_fill"], d["last_documents"]) == (1.0, 2)

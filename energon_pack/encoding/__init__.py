@@ -36,7 +36,7 @@ from energon_pack.encoding._overlong import (
     apply_overlong_policy,
     slice_document,
 )
-from energon_pack.encoding._pixels import FastPixels, PendingPixels
+from energon_pack.encoding._pixels import FastPixels, PendingPixels, to_rgb
 from energon_pack.encoding._stateless import (
     SeedSource,
     current_seed_args,
@@ -89,6 +89,7 @@ __all__ = [
     "SmallPackingBufferWarning",
     "TimestampedVideos",
     "to_pil_image",
+    "to_rgb",
     "video_frames",
     "VideoTiming",
     "warn_if_buffer_too_small",

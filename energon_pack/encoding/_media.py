@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from energon_pack.encoding._pixels import FastPixels, PendingPixels
+from energon_pack.encoding._pixels import FastPixels, PendingPixels, to_rgb
 from energon_pack.samples import RowSource
 
 __all__ = [
@@ -46,7 +46,9 @@ __all__ = [
 
 
 def to_pil_image(image: Any, *, key: str) -> Any:
-    """``image`` (encoded bytes, PIL image, or ``(C, H, W)`` tensor) as an RGB PIL image."""
+    """``image`` (encoded bytes, PIL image, or ``(C, H, W)`` tensor) as an RGB PIL image,
+    converted as the processor converts it (:func:`~energon_pack.encoding.to_rgb`: any PIL mode,
+    transparency onto white)."""
     from PIL import Image
 
     if isinstance(image, (bytes, bytearray, memoryview)):
@@ -58,14 +60,14 @@ def to_pil_image(image: Any, *, key: str) -> Any:
                 f"sample {key!r}: the image bytes cannot be decoded ({type(e).__name__}: {e}); "
                 "re-encode or remove this image from the dataset."
             ) from e
-        return pil.convert("RGB")
+        return to_rgb(pil)
     if isinstance(image, Image.Image):
-        return image.convert("RGB")
+        return to_rgb(image)
     if isinstance(image, torch.Tensor) and image.dim() == 3:
         if image.is_floating_point():
             image = (image * 255).round().clamp(0, 255)
         array = image.to(torch.uint8).permute(1, 2, 0).cpu().numpy()
-        return Image.fromarray(array if array.shape[2] != 1 else array[:, :, 0]).convert("RGB")
+        return to_rgb(Image.fromarray(array if array.shape[2] != 1 else array[:, :, 0]))
     raise ValueError(
         f"sample {key!r}: unsupported image {type(image).__name__}; expected encoded bytes, "
         "a PIL image or a (C, H, W) tensor."

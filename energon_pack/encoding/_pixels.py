@@ -19,7 +19,8 @@ the test processor (patch 14, merge 2): resized 56x56, grid ``(1, 4, 4)``, 16 ro
 
 Exact by construction (the same elementwise functions, the same PIL call) and checked:
 :meth:`FastPixels.for_processor` compares its rows with the processor's on probe images of
-random pixels and gives ``None`` (use the processor) on any difference.
+random pixels (one of them transparent RGBA, converted by :func:`to_rgb`, the processor's own
+rule) and gives ``None`` (use the processor) on any difference.
 """
 
 from __future__ import annotations
@@ -33,10 +34,24 @@ import torch
 
 from energon_pack.samples import empty_rows
 
-__all__ = ["FastPixels", "PendingPixels"]
+__all__ = ["FastPixels", "PendingPixels", "to_rgb"]
 
 #: Probe image sizes (width, height) the fast path must match the processor on, bit for bit.
 PROBE_SIZES: tuple[tuple[int, int], ...] = ((64, 48), (37, 53), (211, 29), (5, 7), (300, 2000))
+
+
+def to_rgb(image: Any) -> Any:
+    """A PIL ``image`` in RGB by the processors' own rule, transformers' ``convert_to_rgb``:
+    transparency (an alpha band, or a palette / colour-key ``transparency``) composited onto
+    white; other modes through PIL's ``convert("RGB")`` (16-bit and float values clip to 255).
+    An RGBA pixel ``(0, 0, 0, 0)`` becomes ``(255, 255, 255)``, not black."""
+    from PIL import Image
+
+    if image.mode == "RGB" and "transparency" not in image.info:
+        return image
+    from transformers.image_transforms import convert_to_rgb
+
+    return Image.fromarray(convert_to_rgb(image, return_numpy=True))
 
 
 class FastPixels:
@@ -95,8 +110,8 @@ class FastPixels:
         from PIL import Image
 
         rng = np.random.default_rng(0)
-        for w, h in PROBE_SIZES:
-            pil = Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8))
+        for i, (w, h) in enumerate(PROBE_SIZES):  # the first one transparent (RGBA)
+            pil = Image.fromarray(rng.integers(0, 256, (h, w, 4 if i == 0 else 3), dtype=np.uint8))
             expected = self.image_processor(images=[pil], return_tensors="pt")
             resized = self.resize(pil)
             out = torch.empty(self.rows(resized), self.patch_dim)
@@ -109,13 +124,14 @@ class FastPixels:
         return True
 
     def resize(self, image: Any) -> np.ndarray:
-        """The RGB PIL ``image`` resized by the processor's rule: ``(H, W, 3)`` uint8."""
+        """The PIL ``image`` in RGB (:func:`to_rgb`) resized by the processor's rule:
+        ``(H, W, 3)`` uint8."""
         width, height = image.size
         factor = self.patch_size * self.merge_size
         rh, rw = self.rule(
             height, width, factor=factor, min_pixels=self.min_pixels, max_pixels=self.max_pixels
         )
-        return np.asarray(image.convert("RGB").resize((rw, rh), resample=self.resample))
+        return np.asarray(to_rgb(image).resize((rw, rh), resample=self.resample))
 
     def grid(self, resized: np.ndarray) -> tuple[int, int, int]:
         """``(1, h, w)`` patch grid of a resized image."""

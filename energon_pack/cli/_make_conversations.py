@@ -4,7 +4,9 @@
 Each input is a LLaVA ``.json`` (a list of records) or ``.jsonl`` (one record per line). A
 record holds ``conversations`` (``from``/``value``) or ``messages`` (``role``/``content``) with
 ``<image>`` / ``<video>`` tags, and ``image`` / ``images`` (file names) and ``video`` /
-``videos`` (folders of frames) relative to ``--media-root`` (default: the inputs' folder)::
+``videos`` (folders of frames) relative to ``--media-root`` (default: the inputs' folder).
+A path that leaves the media root (``../x.png``) is refused, an absolute one too unless
+``--allow-absolute-media``, and every image and frame must decode before it is written::
 
     $ energon-pack make-dataset data/ llava.json --task conversation --media-root media/
     wrote 16 conversations (8 images, 4 videos of 14 frames, 4 text-only) in 1 shard to data/
@@ -70,7 +72,11 @@ def _records(files: Sequence[Path]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def write_conversations(
-    out: Path, inputs: Sequence[Path], media_root: Path | None, samples_per_shard: int
+    out: Path,
+    inputs: Sequence[Path],
+    media_root: Path | None,
+    samples_per_shard: int,
+    allow_absolute_media: bool = False,
 ) -> list[str]:
     """Write the records of ``inputs`` with their media to ``out``; the summary lines.
 
@@ -83,7 +89,12 @@ def write_conversations(
 
     counts = ConversationCounts()
     make_conversation_dataset(
-        out, _records(files), media_root=root, samples_per_shard=samples_per_shard, counts=counts
+        out,
+        _records(files),
+        media_root=root,
+        samples_per_shard=samples_per_shard,
+        counts=counts,
+        allow_absolute_media=allow_absolute_media,
     )
     shards = -(-counts.records // samples_per_shard)
     return [

@@ -237,6 +237,12 @@ TASKS = ("text", "conversation")
     help="--task conversation: the folder the records' image/video paths are relative to "
     "(default: the folder of the JSON(L) inputs).",
 )
+@click.option(
+    "--allow-absolute-media",
+    is_flag=True,
+    help="--task conversation: also read absolute image/video paths (by default only paths "
+    "under --media-root are read; one leaving it is always refused).",
+)
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=1000, show_default=True)
 def command(
     out: Path,
@@ -244,6 +250,7 @@ def command(
     task: str,
     field: str | None,
     media_root: Path | None,
+    allow_absolute_media: bool,
     samples_per_shard: int,
 ) -> None:
     """Write INPUTS as an energon dataset at OUT: text files and JSONL (--task text), or
@@ -255,10 +262,13 @@ def command(
                     "--field is for --task text; conversations are read from each record's "
                     "'conversations' (from/value) or 'messages' (role/content)."
                 )
-            lines = write_conversations(out, inputs, media_root, samples_per_shard)
+            lines = write_conversations(
+                out, inputs, media_root, samples_per_shard, allow_absolute_media
+            )
         else:
-            if media_root is not None:
-                raise click.UsageError("--media-root is for --task conversation.")
+            if media_root is not None or allow_absolute_media:
+                name = "--media-root" if media_root is not None else "--allow-absolute-media"
+                raise click.UsageError(f"{name} is for --task conversation.")
             lines = _write_text(out, inputs, field or "text", samples_per_shard)
     for line in lines:
         click.echo(line)

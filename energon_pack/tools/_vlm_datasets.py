@@ -25,7 +25,9 @@ Records are checked as the encoder will read them: ``conversations`` / ``message
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,21 +205,64 @@ def _read(file: Path, where: str) -> bytes:
         raise ValueError(f"{where}: cannot read {file}: {exc.strerror or exc}.") from exc
 
 
+def _media_path(root: Path, name: str, kind: str, where: str, allow_absolute: bool) -> Path:
+    """``root / name`` normalised as written (``a/../b.png`` -> ``root/b.png``); refused when it
+    leaves ``root`` (``../x.png``) or is absolute without ``allow_absolute``. The check is on the
+    name, not the resolved target: symlinks a user made inside ``root`` stay allowed."""
+    norm = os.path.normpath(name)
+    if os.path.isabs(norm):
+        if allow_absolute:
+            return Path(norm)
+        raise ValueError(
+            f"{where}: {kind} {name!r} is an absolute path; media paths are read relative to "
+            f"the media root ({root}); make it relative, or pass --allow-absolute-media "
+            "(allow_absolute_media=True) if you trust this file."
+        )
+    if norm == ".." or norm.startswith(".." + os.sep):
+        raise ValueError(
+            f"{where}: {kind} {name!r} leaves the media root ({root}); only files under it are "
+            "read (a downloaded record must not copy other local files into the dataset): fix "
+            "the path, or choose the folder it is relative to (--media-root / media_root=)."
+        )
+    return root / norm
+
+
+def _checked_image(file: Path, where: str, what: str) -> bytes:
+    """The bytes of ``file`` once PIL has decoded them fully (a text file named x.png, a
+    truncated or corrupt image is refused here, before anything is written)."""
+    from PIL import Image
+
+    data = _read(file, where)
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+    except Exception as exc:  # PIL raises UnidentifiedImageError, OSError, SyntaxError...
+        raise ValueError(
+            f"{where}: {what} {file} is not an image PIL can decode ({exc}); replace the file "
+            "or remove the record."
+        ) from exc
+    return data
+
+
 def _media_files(
-    names: tuple[list[str], list[str]], root: Path, where: str, counts: ConversationCounts
+    names: tuple[list[str], list[str]],
+    root: Path,
+    where: str,
+    counts: ConversationCounts,
+    allow_absolute: bool,
 ) -> dict[str, bytes]:
-    """The ``imgN.<ext>`` and ``vidN.fM.<ext>`` files of one record."""
+    """The ``imgN.<ext>`` and ``vidN.fM.<ext>`` files of one record, each decoded once."""
     files: dict[str, bytes] = {}
     for n, name in enumerate(names[0]):
-        file = root / name
+        file = _media_path(root, name, "image", where, allow_absolute)
         if not file.is_file():
             raise ValueError(
                 f"{where}: image {name!r} not found (no file {file}); fix the path in the "
                 "record, or choose the folder it is relative to (--media-root / media_root=)."
             )
-        files[f"img{n}{file.suffix.lower() or '.png'}"] = _read(file, where)
+        files[f"img{n}{file.suffix.lower() or '.png'}"] = _checked_image(file, where, "image")
     for n, name in enumerate(names[1]):
-        folder = root / name
+        folder = _media_path(root, name, "video", where, allow_absolute)
         frames = sorted(p for p in folder.glob("*") if p.suffix.lower() in FRAME_SUFFIXES)
         if not folder.is_dir() or not frames:
             what = "is a file" if folder.is_file() else "is not a folder of frame images"
@@ -227,7 +272,8 @@ def _media_files(
                 "folder in the record and give its frame rate as 'fps'."
             )
         for m, frame in enumerate(frames):
-            files[f"vid{n}.f{m:04d}{frame.suffix.lower()}"] = _read(frame, where)
+            data = _checked_image(frame, where, f"frame of video {name!r}")
+            files[f"vid{n}.f{m:04d}{frame.suffix.lower()}"] = data
         counts.frames += len(frames)
     counts.images += len(names[0])
     counts.videos += len(names[1])
@@ -239,13 +285,17 @@ def _samples(
     records: Iterable[dict[str, Any] | tuple[str, dict[str, Any]]],
     root: Path,
     counts: ConversationCounts,
+    allow_absolute: bool,
 ) -> Iterator[dict[str, bytes]]:
     for i, item in enumerate(records):
         where, record = item if isinstance(item, tuple) else (f"record {i}", item)
         _checked(where, record)
         names = _media_names(record, where)
         _check_tags(record, where, len(names[0]), len(names[1]))
-        sample = {"json": json.dumps(record).encode(), **_media_files(names, root, where, counts)}
+        sample = {
+            "json": json.dumps(record).encode(),
+            **_media_files(names, root, where, counts, allow_absolute),
+        }
         counts.records += 1
         yield sample
 
@@ -257,12 +307,14 @@ def make_conversation_dataset(
     media_root: Path | str = ".",
     samples_per_shard: int = 64,
     counts: ConversationCounts | None = None,
+    allow_absolute_media: bool = False,
 ) -> Path:
     """A crude webdataset of LLaVA ``records`` with their images and video frames.
 
     ``record["image"]`` (a name or a list) and ``record["video"]`` (frame directories) are
-    resolved under ``media_root``. Load it with ``ConversationPackingTaskEncoder`` (its cooker).
-    Text-only records (no image, no video) are fine: they become text-only conversations.
+    resolved under ``media_root``: a path that leaves it (``../x.png``) is refused, and an
+    absolute one unless ``allow_absolute_media``; every image and frame must decode. Load it
+    with ``ConversationPackingTaskEncoder`` (its cooker). Text-only records (no image, no video) are fine: they become text-only conversations.
     ``records`` may be ``(where, record)`` pairs from :func:`iter_llava_records` (errors then
     name the file and line); pass ``counts`` to learn what was written. Records stream to the
     shards (one held at a time).
@@ -270,11 +322,13 @@ def make_conversation_dataset(
     Raises:
         ValueError: naming the record: not an object, no ``conversations`` / ``messages``, a
             missing image or video folder, or ``<image>`` / ``<video>`` tags that do not match
-            the media. Shards written before it stay in ``path`` (no ``.nv-meta``).
+            the media, a media path outside ``media_root``, a file that is not an image.
+            Shards written before it stay in ``path`` (no ``.nv-meta``).
     """
     path = Path(path)
     counts = ConversationCounts() if counts is None else counts
-    _write_shards(path, _samples(records, Path(media_root), counts), samples_per_shard)
+    samples = _samples(records, Path(media_root), counts, allow_absolute_media)
+    _write_shards(path, samples, samples_per_shard)
     if not counts.records:
         raise ValueError("no records to write.")
     return prepare_dataset(

@@ -5,6 +5,7 @@ dataset read back by energon, and every bad record as one line naming it and the
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +168,59 @@ def test_option_and_input_mistakes(tmp_path: Path) -> None:
     res = _run(str(tmp_path / "o"), str(a), str(a), *conv)
     assert res.exit_code == 2 and "is given twice" in res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_media_paths_outside_the_media_root_are_refused(tmp_path: Path) -> None:
+    """A downloaded record must not copy other local files into a dataset: ``../`` and absolute
+    paths are refused naming file:line and the record (absolute ones are read only with
+    --allow-absolute-media), a file that is not an image is refused before anything is written,
+    and a symlink the user made inside the media root is still followed."""
+    media = tmp_path / "media"
+    files = write_llava_media(media)
+    (tmp_path / "secret.png").write_bytes(files["a.png"])  # a real image, outside the root
+    (media / "x.png").write_text("not an image")
+    (media / "frames").mkdir()
+    (media / "frames" / "0000.png").write_bytes(files["a.png"])
+    (media / "frames" / "0001.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
+    (media / "linked.png").symlink_to(tmp_path / "secret.png")  # made by the user: allowed
+    (media / "linked_dir").symlink_to(media / "sub", target_is_directory=True)
+    src = tmp_path / "llava.jsonl"
+    out = tmp_path / "out"
+
+    def run(image: str, *options: str, key: str = "image") -> Any:
+        record = {"id": "r", key: image, "conversations": _turns("q")}
+        src.write_text(json.dumps(LLAVA_RECORDS[0]) + "\n" + json.dumps(record) + "\n")
+        args = [str(out), str(src), "--task", "conversation", "--media-root", str(media)]
+        return _run(*args, *options)
+
+    where = f"{src}:2 (id 'r')"
+    for name in ("../secret.png", "sub/../../secret.png", ".."):
+        res = run(name)
+        assert res.exit_code == 1 and not out.exists(), res.output
+        assert f"{where}: image {name!r} leaves the media root ({media})" in res.output
+    res = run("../media", key="video")
+    assert f"{where}: video '../media' leaves the media root" in res.output
+    absolute = str(tmp_path / "secret.png")
+    res = run(absolute)
+    assert res.exit_code == 1 and not out.exists()
+    assert f"{where}: image {absolute!r} is an absolute path" in res.output
+    assert "--allow-absolute-media" in res.output
+    res = run("x.png")
+    assert res.exit_code == 1 and not out.exists()
+    assert f"{where}: image {media / 'x.png'} is not an image PIL can decode" in res.output
+    res = run("frames", key="video")
+    frame = media / "frames" / "0001.png"
+    assert f"{where}: frame of video 'frames' {frame} is not an image" in res.output
+    assert res.exit_code == 1 and not out.exists()
+
+    for name, options in [
+        ("linked.png", ()),
+        ("linked_dir/b.png", ()),
+        ("sub/./x/../b.png", ()),  # normalised as written: sub/b.png
+        (absolute, ("--allow-absolute-media",)),
+    ]:
+        shutil.rmtree(out, ignore_errors=True)
+        res = run(name, *options)
+        assert res.exit_code == 0, (name, res.output)
+        expected = files["sub/b.png"] if "b.png" in name else files["a.png"]
+        assert read_back(out, CookOnly())[1].images == [expected]

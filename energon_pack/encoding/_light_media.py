@@ -40,13 +40,36 @@ __all__ = [
     "MediaPlanner",
     "check_planned",
     "header_size",
+    "high_bit_depth_modes",
     "kept_items",
     "resolve_light_media",
     "row_map",
 ]
 
+#: PIL modes with more than 8 bits per value: ``convert("RGB")`` clips them to 255.
+HIGH_BIT_DEPTH_MODES = frozenset({"I;16", "I;16B", "I;16L", "I;16N", "I", "F"})
 #: Image sizes (width, height) the planner is checked on against the processor.
 PROBE_SIZES: tuple[tuple[int, int], ...] = ((37, 53), (211, 29), (90, 90), (5, 7))
+
+
+def _header(item: Any) -> tuple[tuple[int, int] | None, str | None]:
+    """``((width, height), PIL mode)`` of an image without decoding its pixels (None: unknown).
+
+    Encoded bytes: from the header (``Image.open`` reads it lazily); a PIL image: its own; a
+    ``(C, H, W)`` tensor: its shape (no PIL mode)."""
+    from PIL import Image
+
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        try:
+            with Image.open(io.BytesIO(bytes(item))) as im:
+                return (int(im.size[0]), int(im.size[1])), im.mode
+        except Exception:
+            return None, None
+    if isinstance(item, Image.Image):
+        return (int(item.size[0]), int(item.size[1])), item.mode
+    if isinstance(item, torch.Tensor) and item.dim() == 3:
+        return (int(item.shape[2]), int(item.shape[1])), None
+    return None, None
 
 
 def header_size(item: Any) -> tuple[int, int] | None:
@@ -55,19 +78,15 @@ def header_size(item: Any) -> tuple[int, int] | None:
     Encoded bytes: from the header (``Image.open`` reads it lazily); a PIL image: ``.size``;
     a ``(C, H, W)`` tensor: its shape. ``header_size(random_png_bytes(64, 48)) == (64, 48)``.
     """
-    from PIL import Image
+    return _header(item)[0]
 
-    if isinstance(item, (bytes, bytearray, memoryview)):
-        try:
-            with Image.open(io.BytesIO(bytes(item))) as im:
-                return int(im.size[0]), int(im.size[1])
-        except Exception:
-            return None
-    if isinstance(item, Image.Image):
-        return int(item.size[0]), int(item.size[1])
-    if isinstance(item, torch.Tensor) and item.dim() == 3:
-        return int(item.shape[2]), int(item.shape[1])
-    return None
+
+def high_bit_depth_modes(items: Sequence[Any]) -> list[str]:
+    """The PIL modes of ``items`` (read from headers) with more than 8 bits per value, one per
+    such image: ``["I;16"]`` for a 16-bit grayscale PNG. The processors' ``convert_to_rgb``
+    (PIL) clips them to 8 bits, so a 16-bit scan becomes nearly all white (255)."""
+    modes = (_header(item)[1] for item in items)
+    return [m for m in modes if m is not None and m in HIGH_BIT_DEPTH_MODES]
 
 
 def row_map(grids: torch.Tensor) -> torch.Tensor:

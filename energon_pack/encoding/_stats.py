@@ -62,6 +62,8 @@ class PackingStats:
         last_fill, last_documents: Fill and document count of the most recent pack.
         dropped_keys: ``__key__`` of the most recent dropped samples (at most 1024).
         skipped_samples: ``(key, reason)`` of the most recent skipped samples (at most 1024).
+        high_bit_depth_samples: ``(key, mode)`` of the most recent images with more than 8
+            bits per value (at most 1024).
         log_every: Log a summary every this many packs (0: never).
     """
 
@@ -71,6 +73,9 @@ class PackingStats:
     last_documents: int = 0
     dropped_keys: deque[str] = field(default_factory=lambda: deque(maxlen=1024))
     skipped_samples: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=1024))
+    high_bit_depth_samples: deque[tuple[str, str]] = field(
+        default_factory=lambda: deque(maxlen=1024)
+    )
     log_every: int = 1000
     #: The counters at the last ``take_counts()`` (what the next pack's counts start from).
     _taken: PackingCounts = field(default_factory=PackingCounts, repr=False)
@@ -106,6 +111,24 @@ class PackingStats:
         """Count a sample that energon's error handler skipped (the handler logs it)."""
         self.skipped += 1
         self.skipped_samples.append((key, reason))
+
+    def record_high_bit_depth(self, key: str, modes: Sequence[str]) -> None:
+        """Count images of sample ``key`` with more than 8 bits per value (``modes``: their PIL
+        modes) and log a WARNING naming the sample, the mode and the fix (once per process;
+        later ones at DEBUG, all kept in ``high_bit_depth_samples``)."""
+        for mode in modes:
+            first = self.high_bit_depth_images == 0
+            self.high_bit_depth_images += 1
+            self.high_bit_depth_samples.append((key, mode))
+            logger.log(
+                logging.WARNING if first else logging.DEBUG,
+                "energon_pack sample %r has a %s image (more than 8 bits per value): the "
+                "processor, like PIL's convert('RGB'), clips it to 8 bits, so most values "
+                "become 255 (white); convert the dataset's images to 8 bits (e.g. scale "
+                "16-bit values by 1/257). Counted in stats.high_bit_depth_images",
+                key,
+                mode,
+            )
 
     def counts(self) -> PackingCounts:
         """The counters now, as a :class:`~energon_pack.samples.PackingCounts`."""

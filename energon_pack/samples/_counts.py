@@ -55,6 +55,9 @@ class PackingCounts:
     dropped_over_budget: int = 0
     #: Samples energon's error handler skipped (a corrupt image, bad UTF-8, an encoder error).
     skipped: int = 0
+    #: Images with more than 8 bits per value (PIL modes ``I;16``, ``I``, ``F``): kept, but the
+    #: processor clips them to 8 bits (a 16-bit scan turns nearly white); convert them to 8 bits.
+    high_bit_depth_images: int = 0
     #: Packs built.
     packs: int = 0
     #: Real tokens in those packs.

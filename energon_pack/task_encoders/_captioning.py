@@ -36,6 +36,7 @@ from energon_pack.encoding import (
     DocumentTokenizer,
     MediaProcessor,
     check_planned,
+    high_bit_depth_modes,
     kept_items,
     to_pil_image,
 )
@@ -149,6 +150,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
 
     def encode_document(self, sample: CaptioningSample) -> EncodedCaptioningSample:
         key = sample.__key__
+        self._stats_now().record_high_bit_depth(key, high_bit_depth_modes([sample.image]))
         if self.media_planner is not None:
             planned = self.media_planner.images([sample.image], key=key)
             if planned is not None:

@@ -70,6 +70,7 @@ from energon_pack.encoding import (
     VideoTiming,
     check_planned,
     expand_placeholders,
+    high_bit_depth_modes,
     kept_items,
     to_pil_image,
 )
@@ -242,6 +243,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
     def encode_document(self, sample: T_sample) -> Iterable[EncodedSample]:
         images, videos, fps = self.media_of(sample)
         key = sample.__key__  # type: ignore[attr-defined]
+        self._stats_now().record_high_bit_depth(key, high_bit_depth_modes(images))
         planned = self._planned(images, videos, key)
         image_media, video_media = planned or self._processed(images, videos, key)
         fps = [f or self.default_fps for f in fps]

@@ -215,6 +215,8 @@ def _report(
         dropped_over_budget=stats.dropped_over_budget,
         skipped=stats.skipped,
         skipped_samples=list(stats.skipped_samples),
+        high_bit_depth_images=stats.high_bit_depth_images,
+        high_bit_depth_samples=list(stats.high_bit_depth_samples),
         lengths=measured.lengths,
         media_loads=measured.media_loads if measured.media is not None else None,
         pack_fills=measured.pack_fills,

@@ -48,6 +48,10 @@ class AnalysisResult:
     skipped: int = 0
     #: ``(key, reason)`` of the skipped samples (the most recent 1024)
     skipped_samples: list[tuple[str, str]] = field(default_factory=list)
+    #: images with more than 8 bits per value (clipped to 8 by the processor: nearly white)
+    high_bit_depth_images: int = 0
+    #: ``(key, PIL mode)`` of those images (the most recent 1024)
+    high_bit_depth_samples: list[tuple[str, str]] = field(default_factory=list)
     simulated_fill: float  #: ``simulate`` on the same lengths, same settings
     bound_fill: float  #: fill of ceil(tokens / pack_size) packs: no buffer does better
     target_fill: float
@@ -107,6 +111,9 @@ class AnalysisResult:
         out["media"] = self.media_figures()
         out["buffer_sweep"] = {str(k): v for k, v in self.buffer_sweep.items()}
         out["skipped_samples"] = [{"key": k, "reason": r} for k, r in self.skipped_samples]
+        out["high_bit_depth_samples"] = [
+            {"key": k, "mode": m} for k, m in self.high_bit_depth_samples
+        ]
         out["carry_over"] = dataclasses.asdict(self.carry_over) if self.carry_over else None
         return out
 
@@ -170,6 +177,18 @@ class AnalysisResult:
             )
         if self.skipped:
             rows.append(("skipped", _skipped_summary(self.skipped, self.skipped_samples)))
+        if self.high_bit_depth_images:
+            n, shown = self.high_bit_depth_images, self.high_bit_depth_samples[:3]
+            rows.append(
+                (
+                    "high bit depth",
+                    f"{n} image(s) with more than 8 bits per value ("
+                    + ", ".join(f"{k} {m}" for k, m in shown)
+                    + (", ..." if n > 3 else "")
+                    + "): the processor clips them to 8 bits (nearly white); convert the "
+                    "dataset's images to 8 bits",
+                )
+            )
         if self.carry_over_fill is not None:
             rows.append(
                 (

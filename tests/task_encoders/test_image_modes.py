@@ -110,7 +110,7 @@ def modes_dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
     for i, name in enumerate(files):
         turns = [{"from": "human", "value": "<image> what"}, {"from": "gpt", "value": "a mode"}]
         records.append({"id": i, "image": name, "conversations": turns})
-    several = [list(files)[j] for j in (0, 3, 5)]  # RGBA, I;16, LA (sorted names)
+    several = [list(files)[names.index(m)] for m in ("RGBA", "I;16", "LA")]
     turns = [{"from": "human", "value": "<image><image><image> and"}, {"from": "gpt", "value": "x"}]
     records.append({"id": len(records), "image": several, "conversations": turns})
     path = make_conversation_dataset(tmp_path_factory.mktemp("modes"), records, media_root=root)
@@ -138,3 +138,34 @@ def test_dataset_of_every_mode_packs_the_processors_pixels(
         assert torch.equal(pack.pixel_values, torch.cat(expected)), pack.sample_keys
         seen += pack.sample_keys
     assert sorted(seen) == sorted(media)
+
+
+def test_high_bit_depth_images_are_counted_by_key(
+    modes_dataset: Any, vlm_tokenizer_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """16-bit, 32-bit and float images keep the processor's pixels (clipped: mostly white) but
+    are counted, logged with key, mode and fix, and reported by ``analyze``."""
+    path, media = modes_dataset
+    enc = ConversationPackingTaskEncoder(vlm_tokenizer_dir, make_image_processor(), pack_size=256)
+    with caplog.at_level("WARNING", logger="energon_pack.stats"):
+        packs = list(make_loader(path, enc, packing_buffer_size=20))
+    high = {"F", "I", "I;16"}
+    names = sorted(MODES)
+    expected = [(sample_key(names.index(m)), m) for m in sorted(high)]
+    expected.append((sample_key(len(names)), "I;16"))  # the record of three images
+    assert sum(p.counts.high_bit_depth_images for p in packs) == 4
+    assert sorted(enc.stats.high_bit_depth_samples) == sorted(expected)
+    warned = [r.getMessage() for r in caplog.records if "bits per value" in r.getMessage()]
+    assert len(warned) == 1 and "convert the dataset's images to 8 bits" in warned[0]
+    assert any(f"{k!r} has a {m} image" in warned[0] for k, m in expected)
+    white = Image.open(io.BytesIO(media[sample_key(names.index("I;16"))][0])).convert("RGB")
+    assert np.mean(np.asarray(white) == 255) > 0.99  # what the processor makes of it too
+
+    from energon_pack.tools import analyze_dataset
+
+    enc = ConversationPackingTaskEncoder(vlm_tokenizer_dir, make_image_processor(), pack_size=256)
+    result = analyze_dataset(path, encoder=enc, buffer_size=20)
+    assert result.high_bit_depth_images == 4
+    assert sorted(result.high_bit_depth_samples) == sorted(expected)
+    row = next(r for r in result.lines() if r.startswith("high bit depth"))
+    assert "4 image(s) with more than 8 bits per value" in row and "to 8 bits" in row

@@ -25,16 +25,20 @@ energon (PyAV, ``megatron-energon[av_decode]``) at its own fps, frames as they a
 
 Images are decoded here (``decoder = None``): a broken image is a ``ValueError`` naming the key,
 which energon's error handler logs and skips. Questions and answers may arrive as bytes (a
-webdataset read without a decoder): ``answers`` bytes are parsed as JSON (a list or a string).
+webdataset read without a decoder): ``answers`` and ``answer_weights`` bytes are parsed as JSON
+(a list or a single value); weights that are not one finite non-negative number per answer are
+a ``ValueError`` naming the sample.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Iterable
 from typing import Any
 
+import torch
 from megatron.energon import VidQASample, VQASample
 
 from energon_pack.encoding import video_frames
@@ -50,15 +54,48 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
 
 
+def _json_field(sample: VQASample | VidQASample, name: str) -> Any:
+    """A field as given, or parsed when it arrives as the raw bytes of a ``.json`` file (a
+    webdataset read without a decoder)."""
+    value = getattr(sample, name)
+    if not isinstance(value, (bytes, bytearray)):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+        raise ValueError(
+            f"sample {sample.__key__!r}: its {name} file is not valid JSON ({e}); write a JSON "
+            "list (answers: strings, answer_weights: numbers)."
+        ) from e
+
+
 def _answers(sample: VQASample | VidQASample) -> list[str]:
-    answers = sample.answers
-    if isinstance(answers, (bytes, bytearray)):
-        answers = json.loads(answers)
+    answers = _json_field(sample, "answers")
     if answers is None:
         raise ValueError(
             f"sample {sample.__key__!r} has no answers (a test split?); nothing to train on."
         )
     return [answers] if isinstance(answers, str) else [_text(a) for a in answers]
+
+
+def _weights(sample: VQASample | VidQASample, n: int) -> list[float] | None:
+    """``answer_weights`` as ``n`` floats (None: uniform); raises naming the sample when they
+    are not ``n`` finite non-negative numbers with a positive sum."""
+    weights = _json_field(sample, "answer_weights")
+    if weights is None:
+        return None
+    if isinstance(weights, torch.Tensor):
+        weights = weights.reshape(-1).tolist()
+    try:
+        values = [float(w) for w in ([weights] if isinstance(weights, (int, float)) else weights)]
+    except (TypeError, ValueError):
+        values = []
+    if len(values) != n or not all(math.isfinite(w) and w >= 0 for w in values) or sum(values) <= 0:
+        raise ValueError(
+            f"sample {sample.__key__!r}: answer_weights {weights!r:.80} are not {n} finite "
+            f"non-negative numbers (one per answer, not all zero); fix the dataset's weights."
+        )
+    return values
 
 
 def vqa_conversations(
@@ -81,9 +118,9 @@ def vqa_conversations(
     elif mode == "all":
         chosen = [(f"{sample.__key__}#a{i}", a) for i, a in enumerate(answers)]
     else:
-        weights = sample.answer_weights
-        weights = None if weights is None else [float(w) for w in weights]
-        chosen = [(sample.__key__, random.choices(answers, weights=weights)[0])]
+        chosen = [
+            (sample.__key__, random.choices(answers, weights=_weights(sample, len(answers)))[0])
+        ]
     question = f"{image_tag}\n{_text(sample.context)}"
     return [
         (key, [{"role": "user", "content": question}, {"role": "assistant", "content": answer}])

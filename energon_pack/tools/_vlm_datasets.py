@@ -55,22 +55,27 @@ def make_vqa_dataset(
     questions: Sequence[str],
     answers: Sequence[Sequence[str]],
     *,
+    answer_weights: Sequence[Sequence[float]] | None = None,
     samples_per_shard: int = 8,
 ) -> Path:
-    """A ``VQASample`` dataset: sample ``i`` is PNG bytes ``images[i]``, ``questions[i]`` and
-    the answer list ``answers[i]``."""
-    if not len(images) == len(questions) == len(answers):
+    """A ``VQASample`` dataset: sample ``i`` is PNG bytes ``images[i]``, ``questions[i]``, the
+    answer list ``answers[i]`` and, if given, ``answer_weights[i]`` (a ``weights.json`` file)."""
+    weights = [None] * len(images) if answer_weights is None else answer_weights
+    if not len(images) == len(questions) == len(answers) == len(weights):
         raise ValueError(
-            f"{len(images)} images, {len(questions)} questions and {len(answers)} answer lists: "
-            "pass one of each per sample."
+            f"{len(images)} images, {len(questions)} questions, {len(answers)} answer lists "
+            f"and {len(weights)} weight lists: pass one of each per sample."
         )
     samples = (
         {"png": im, "txt": q.encode(), "json": json.dumps(list(a)).encode()}
-        for im, q, a in zip(images, questions, answers)
+        | ({} if w is None else {"weights.json": json.dumps(list(w)).encode()})
+        for im, q, a, w in zip(images, questions, answers, weights)
     )
     path = Path(path)
     _write_shards(path, samples, samples_per_shard)
     fields = {"image": "png", "context": "txt", "answers": "json"}
+    if answer_weights is not None:
+        fields["answer_weights"] = "weights.json"
     return _prepare_webdataset(path, "VQASample", fields)
 
 

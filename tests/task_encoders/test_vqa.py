@@ -95,3 +95,40 @@ def test_every_sample_once_with_exact_placeholders(
             labels = pack.labels[start:end]
             answer = vlm_tokenizer.decode(labels[labels != -100][:-1])
             assert answer in records[key][1]
+
+
+def test_answer_weights_from_a_dataset_file(
+    tmp_path, vlm_tokenizer_dir, image_processor, vlm_tokenizer
+) -> None:
+    """A VQAv2-style dataset with a ``weights.json`` per sample (raw JSON bytes, no decoder):
+    every sample trains on the one answer its weights allow; malformed weights skip that
+    sample with its key and the reason."""
+    from energon_pack.tools import make_vqa_dataset, sample_key
+
+    n = 6
+    answers = [["a", "the", "token"]] * n
+    weights: list[list[float]] = [[0, 0, 0] for _ in range(n)]
+    for i in range(n):
+        weights[i][i % 3] = 2.5
+    weights[4] = [1.0]  # one weight for three answers
+    weights[5] = [1.0, -1.0, 1.0]
+    images = [png(28 + 28 * (i % 2), 28, seed=i) for i in range(n)]
+    path = make_vqa_dataset(tmp_path, images, ["what"] * n, answers, answer_weights=weights)
+    enc = encoder(vlm_tokenizer_dir, image_processor)
+    packs = list(make_loader(path, enc, packing_buffer_size=3))
+    got = {}
+    for pack in packs:
+        starts = [0, *torch.tensor(pack.doc_lengths).cumsum(0).tolist()]
+        for key, start, end in zip(pack.sample_keys, starts, starts[1:]):
+            labels = pack.labels[start:end]
+            got[key] = vlm_tokenizer.decode(labels[labels != -100][:-1])
+    assert got == {sample_key(i): answers[i][i % 3] for i in range(4)}
+    reasons = dict(enc.stats.skipped_samples)
+    assert sorted(reasons) == [sample_key(4), sample_key(5)]
+    assert all("answer_weights" in r and "one per answer" in r for r in reasons.values())
+    bad = sample(["a", "b"], weights=b"[0.5, ")
+    with pytest.raises(ValueError, match="sample 'q': its answer_weights file is not valid JSON"):
+        list(encoder(vlm_tokenizer_dir, image_processor).encode_sample(bad))
+    ok = sample(["a", "token"], weights=b"[0, 3]")
+    (doc,) = list(encoder(vlm_tokenizer_dir, image_processor).encode_sample(ok))
+    assert vlm_tokenizer.decode(doc.tokens[doc.loss_mask][:-1]) == "token"

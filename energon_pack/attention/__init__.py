@@ -28,6 +28,7 @@ from energon_pack.attention._adapters import (
     packed_seq_params_fields,
 )
 from energon_pack.attention._compat import ModelReport, PackingNotExactError, check_model
+from energon_pack.attention._context_parallel import cp_partition_indices
 from energon_pack.attention._documents import (
     DocumentMetadata,
     aligned_lengths,
@@ -64,6 +65,7 @@ __all__ = [
     "block_causal_block_mask",
     "block_mask",
     "check_model",
+    "cp_partition_indices",
     "dense_block_causal_mask",
     "dense_mask",
     "document_causal_mask",

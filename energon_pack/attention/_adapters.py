@@ -87,25 +87,46 @@ def flash_attn_kwargs(
     return kwargs
 
 
-def packed_seq_params_fields(meta: DocumentMetadata) -> dict[str, Any]:
-    """The fields of Megatron-Core's ``PackedSeqParams`` as a plain dict (see module docs)."""
+def packed_seq_params_fields(
+    meta: DocumentMetadata, *, max_documents: int | None = None
+) -> dict[str, Any]:
+    """The fields of Megatron-Core's ``PackedSeqParams`` as a plain dict (see module docs).
+
+    ``max_documents=N`` gives static shapes for CUDA graphs: every ``cu_seqlens_*`` has
+    ``N + 1`` entries (the last offset repeated: empty documents) and ``max_seqlen_*`` is the
+    row length ``L``. Row ``[3, 2, 1]`` of ``L = 8`` with ``N = 5``: ``cu_seqlens_q_padded =
+    [0, 3, 5, 8, 8, 8]``, ``max_seqlen_q = 8``.
+    """
+    cu, cu_padded, longest = meta.cu_seqlens, meta.cu_seqlens_padded, meta.max_seqlen_padded
+    if max_documents is not None:
+        documents = len(cu) - 1
+        if documents > max_documents:
+            raise ValueError(
+                f"the batch holds {documents} documents, more than max_documents={max_documents} "
+                "(static CUDA-graph metadata); raise max_documents"
+            )
+        cu, cu_padded = (
+            torch.cat([c, c[-1:].expand(max_documents - documents)]) for c in (cu, cu_padded)
+        )
+        longest = meta.seq_idx.shape[1]
     return {
         "qkv_format": "thd",
-        "cu_seqlens_q": meta.cu_seqlens,
-        "cu_seqlens_kv": meta.cu_seqlens,
-        "cu_seqlens_q_padded": meta.cu_seqlens_padded,
-        "cu_seqlens_kv_padded": meta.cu_seqlens_padded,
-        "max_seqlen_q": meta.max_seqlen_padded,
-        "max_seqlen_kv": meta.max_seqlen_padded,
+        "cu_seqlens_q": cu,
+        "cu_seqlens_kv": cu,
+        "cu_seqlens_q_padded": cu_padded,
+        "cu_seqlens_kv_padded": cu_padded,
+        "max_seqlen_q": longest,
+        "max_seqlen_kv": longest,
     }
 
 
-def packed_seq_params(meta: DocumentMetadata) -> Any:
+def packed_seq_params(meta: DocumentMetadata, *, max_documents: int | None = None) -> Any:
     """Megatron-Core ``PackedSeqParams`` when ``megatron.core`` is importable, else the dict.
 
-    ``cu_seqlens_*``: ``(D + 1,)`` int32; ``max_seqlen_*``: Python int.
+    ``cu_seqlens_*``: ``(D + 1,)`` int32 (``(max_documents + 1,)`` with static shapes, see
+    :func:`packed_seq_params_fields`); ``max_seqlen_*``: Python int.
     """
-    fields = packed_seq_params_fields(meta)
+    fields = packed_seq_params_fields(meta, max_documents=max_documents)
     cls = _packed_seq_params_class()
     return fields if cls is None else cls(**fields)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import torch
@@ -65,6 +65,17 @@ class DocumentMetadata:
     doc_lengths_padded: tuple[tuple[int, ...], ...]
     #: Per row: slot lengths (alignment padding included, tail padding in the last slot).
     slot_lengths: tuple[tuple[int, ...], ...]
+
+    def to(self, device: torch.device | str, *, non_blocking: bool = False) -> DocumentMetadata:
+        """The same metadata with every tensor on ``device`` (ints and lengths unchanged)."""
+        return replace(
+            self,
+            **{
+                f.name: getattr(self, f.name).to(device, non_blocking=non_blocking)
+                for f in fields(self)
+                if isinstance(getattr(self, f.name), torch.Tensor)
+            },
+        )
 
 
 def aligned_lengths(doc_lengths: Sequence[int], alignment: int) -> list[int]:

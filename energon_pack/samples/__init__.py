@@ -27,6 +27,7 @@ from energon_pack.samples._light import (
     light_document,
     materialized,
 )
+from energon_pack.samples._megatron import MegatronBatch, megatron_batch
 from energon_pack.samples._multimodal import (
     EncodedMultimodalSample,
     PackedMultimodalBatch,
@@ -48,6 +49,7 @@ __all__ = [
     "EncodedSample",
     "LightCaptioningDocument",
     "LightMultimodalDocument",
+    "MegatronBatch",
     "PackedCaptioningBatch",
     "PackedCaptioningSample",
     "PackedMultimodalBatch",
@@ -62,5 +64,6 @@ __all__ = [
     "empty_rows",
     "light_document",
     "materialized",
+    "megatron_batch",
     "pack_documents",
 ]

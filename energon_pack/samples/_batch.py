@@ -135,6 +135,18 @@ class PackedTextBatch(Batch):
         """Per row, document lengths after alignment padding (without the row's tail padding)."""
         return [list(row) for row in self.metadata.doc_lengths_padded]
 
+    def to(self, device: torch.device | str, *, non_blocking: bool = False) -> Self:
+        """The same batch with every tensor, the metadata's included, on ``device``.
+
+        Read ``num_target_tokens`` first if you need it on the host (it syncs on a GPU).
+        """
+        moved = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, (torch.Tensor, DocumentMetadata)):
+                moved[f.name] = value.to(device, non_blocking=non_blocking)
+        return dataclasses.replace(self, **moved)
+
     # -- the loss ------------------------------------------------------------------------------
 
     @property
@@ -239,9 +251,9 @@ class PackedTextBatch(Batch):
         """``flash_attn_varlen_func`` kwargs; see :func:`energon_pack.attention.flash_attn_kwargs`."""
         return flash_attn_kwargs(self.metadata, **options)
 
-    def packed_seq_params(self) -> Any:
+    def packed_seq_params(self, **options: Any) -> Any:
         """Megatron-Core ``PackedSeqParams``; see :func:`energon_pack.attention.packed_seq_params`."""
-        return packed_seq_params(self.metadata)
+        return packed_seq_params(self.metadata, **options)
 
     def hf_kwargs(
         self, attn_implementation: str = "sdpa", *, with_labels: bool = True, **options: Any

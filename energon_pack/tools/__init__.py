@@ -1,7 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the command line runs: dataset writing, ``analyze``, the demo, a loader helper and a
 tiny model builder. Needs the training stack (torch, energon, transformers).
+
+``PackedTrainer`` (transformers' ``Trainer`` on an energon loader) is imported on first access:
+``Trainer`` needs accelerate, which the rest of the package does not.
 """
+
+from typing import Any
 
 from energon_pack.tools._analysis import (
     BUFFER_CANDIDATES,
@@ -66,6 +71,7 @@ __all__ = [
     "make_text_dataset",
     "make_vqa_dataset",
     "naive_padding_fill",
+    "PackedTrainer",
     "plot_analysis",
     "prepare_dataset",
     "read_llava_records",
@@ -77,3 +83,11 @@ __all__ = [
     "tiny_causal_lm",
     "train_bpe_tokenizer",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PackedTrainer":
+        from energon_pack.tools._hf_trainer import PackedTrainer
+
+        return PackedTrainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

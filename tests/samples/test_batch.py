@@ -171,3 +171,14 @@ def test_captioning_packs_with_and_without_mrope_do_not_collate() -> None:
     with pytest.raises(ValueError, match="'b' has no mrope_position_ids.*mrope=True"):
         collate_packs([with_ids, without], pad_to=8)
     assert collate_packs([without, without], pad_to=8).mrope_position_ids is None
+
+
+def test_to_moves_every_tensor_and_the_metadata() -> None:
+    b = collate_packs([pack_documents([doc("a", 3), doc("b", 2)])], pad_to=6)
+    moved = b.to("meta")
+    assert type(moved) is type(b) and moved.__key__ == b.__key__
+    assert moved.tokens.is_meta and moved.labels.is_meta
+    assert moved.metadata.cu_seqlens_padded.is_meta and moved.position_ids.is_meta
+    assert moved.metadata.doc_lengths == b.metadata.doc_lengths
+    assert moved.max_seqlen_padded == b.max_seqlen_padded == 3  # ints stay ints
+    assert b.tokens.device.type == "cpu"  # the original is untouched

@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A packed batch as Megatron-Core's THD micro-batch: what ``get_batch`` returns to ``forward_step``.
+
+Megatron trains packed sequences with micro-batch size 1: the ``B`` rows of a batch become one
+``(1, T)`` row (``T = B * L``) described by ``PackedSeqParams``. ``megatron_batch(batch)`` gives
+(with context parallelism, this CP rank's ``T / CP`` positions; ``PackedSeqParams`` stay
+global, as Transformer Engine wants)::
+
+    tokens        (1, T) int64    input ids
+    labels        (1, T) int64    target of each position (already aligned); 0 where none
+    loss_mask     (1, T) float32  1.0 at targets (no target at a document's end or on padding)
+    position_ids  (1, T) int64    reset per document
+    padding_mask  (1, T) bool     True on padding: GPTModel(padding_mask=...) keeps it out of MoE
+                                  routing and router statistics (Megatron's polarity)
+    packed_seq_params             qkv_format="thd", cu_seqlens_q/kv (real lengths),
+                                  cu_seqlens_q/kv_padded (slot offsets), max_seqlen_q/kv (int)
+    num_tokens    int             loss_mask.sum() here: the count ``calculate_per_token_loss``
+                                  sums over micro-batches and data/context-parallel ranks
+
+Built on the host (the CP split and the count need no device sync), then moved to ``device``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from energon_pack.attention import cp_partition_indices, packed_seq_params
+from energon_pack.samples._batch import PackedTextBatch
+from energon_pack.samples._packed import IGNORE_INDEX
+
+__all__ = ["MegatronBatch", "megatron_batch"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+class MegatronBatch:
+    """One THD micro-batch in Megatron's vocabulary (see the module docstring)."""
+
+    #: (1, T) int64 input ids (T / CP with context parallelism).
+    tokens: torch.Tensor
+    #: (1, T) int64 aligned targets; 0 where ``loss_mask`` is 0 (an in-vocabulary id).
+    labels: torch.Tensor
+    #: (1, T) float32, 1.0 where the position has a target.
+    loss_mask: torch.Tensor
+    #: (1, T) int64 positions reset per document.
+    position_ids: torch.Tensor
+    #: (1, T) bool, True on alignment and tail padding (``GPTModel(padding_mask=...)``).
+    padding_mask: torch.Tensor
+    #: Megatron-Core ``PackedSeqParams`` of the whole batch (a dict without megatron-core).
+    packed_seq_params: Any
+    #: Targets in this micro-batch on this rank (``loss_mask.sum()``), a Python int.
+    num_tokens: int
+
+
+def megatron_batch(
+    batch: PackedTextBatch,
+    *,
+    cp_size: int = 1,
+    cp_rank: int = 0,
+    max_documents: int | None = None,
+    device: torch.device | str | None = None,
+) -> MegatronBatch:
+    """The THD micro-batch of ``batch`` for CP rank ``cp_rank`` of ``cp_size``.
+
+    Args:
+        batch: a packed batch on the host; with ``cp_size > 1`` its document slots must be
+            multiples of ``2 * cp_size`` (the encoder's ``alignment``).
+        cp_size, cp_rank: context parallelism; each rank gets chunks ``r`` and
+            ``2 * cp_size - 1 - r`` of every document (:func:`cp_partition_indices`).
+        max_documents: static shapes for CUDA graphs (``cu_seqlens_*`` of
+            ``max_documents + 1`` entries, ``max_seqlen_*`` = row length).
+        device: where the tensors go (``non_blocking``); None: stay where they are.
+    """
+    rows = {
+        "tokens": batch.tokens,
+        "labels": batch.labels,
+        "position_ids": batch.position_ids,
+        "padding_mask": batch.segment_ids == 0,
+    }
+    flat = {name: t.reshape(-1) for name, t in rows.items()}
+    if cp_size > 1:
+        index = cp_partition_indices(batch.cu_seqlens_padded, cp_size, cp_rank)
+        flat = {name: t[index] for name, t in flat.items()}
+    target = flat["labels"] != IGNORE_INDEX
+    out = {
+        "tokens": flat["tokens"],
+        "labels": torch.where(target, flat["labels"], 0),
+        "loss_mask": target.to(torch.float32),
+        "position_ids": flat["position_ids"],
+        "padding_mask": flat["padding_mask"],
+    }
+    meta = batch.metadata
+    if device is not None:
+        out = {name: t.to(device, non_blocking=True) for name, t in out.items()}
+        meta = meta.to(device, non_blocking=True)
+    return MegatronBatch(
+        **{name: t.unsqueeze(0) for name, t in out.items()},
+        packed_seq_params=packed_seq_params(meta, max_documents=max_documents),
+        num_tokens=int(target.sum()),
+    )

@@ -73,6 +73,25 @@ def _reason(exc: BaseException) -> str:
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
 
 
+def _note(keys: list[str], reason: str, exc: BaseException) -> str:
+    """``energon_pack: skipped sample '000004' (counted in stats.skipped): <reason>; <fix>``.
+
+    Attached to the exception, so the last lines of the handler's traceback name the sample
+    even where the exception has no message (webdataset's ``DecodingError``)."""
+    fix = "fix or remove it"
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, UnicodeDecodeError):
+            fix = "a text field is not UTF-8: convert it (iconv -t utf-8) or remove the sample"
+        cause = cause.__cause__ or cause.__context__
+    field = getattr(exc, "k", None)  # DecodingError: the field that failed
+    where = f" field {field!r}" if isinstance(field, str) else ""
+    named = ", ".join(map(repr, keys))
+    return (
+        f"energon_pack: skipped sample {named}{where} (counted in stats.skipped): {reason}; {fix}"
+    )
+
+
 class SkipCounter:
     """An energon error handler that counts the skipped samples, then calls ``handler``.
 
@@ -91,9 +110,11 @@ class SkipCounter:
         policy = OverlongPolicy(self.encoder.config.overlong)
         if isinstance(exc, OverlongSampleError) and policy is OverlongPolicy.ERROR:
             raise FatalOverlongSampleError(str(exc)) from None
-        reason = _reason(exc)
-        for key in sample_keys(sample):
+        reason, keys = _reason(exc), sample_keys(sample)
+        for key in keys:
             self.encoder.stats.record_skip(key, reason)
+        if hasattr(exc, "add_note"):  # Python 3.11+: the handler's traceback ends naming it
+            exc.add_note(_note(keys, reason, exc))
         if self.handler is not None:
             self.handler(exc, sample, sources)
 

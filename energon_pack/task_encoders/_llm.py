@@ -32,12 +32,18 @@ __all__ = ["LLMPackingTaskEncoder", "cook_text"]
 @stateless
 def cook_text(sample: dict) -> TextSample:
     """Cook a crude JSONL sample ``{"text": ...}`` into a ``TextSample``."""
-    record = sample.get("json")
-    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+    record, key = sample.get("json"), sample.get("__key__")
+    if not isinstance(record, dict) or "text" not in record:
+        got = sorted(record) if isinstance(record, dict) else type(record).__name__
         raise ValueError(
-            f"JSONL sample {sample.get('__key__')!r} has no string field 'text' "
-            f"(got {sorted(record) if isinstance(record, dict) else type(record).__name__}); "
-            "write one JSON object per line with a 'text' field."
+            f"JSONL sample {key!r} has no field 'text' (got {got}); write one JSON object per "
+            "line with a 'text' field (prompt/response records: SFTPackingTaskEncoder)."
+        )
+    if not isinstance(record["text"], str):
+        raise ValueError(
+            f"JSONL sample {key!r}: 'text' is {type(record['text']).__name__} "
+            f"({record['text']!r:.40}), not a string; write it as a JSON string "
+            '("text": "42") or leave the line out.'
         )
     return TextSample(**basic_sample_keys(sample), text=record["text"])
 

@@ -254,6 +254,9 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         )
         for doc_key, messages in self.to_conversation(sample):
             doc = self._document(sample, doc_key, messages, image_media, video_media, timing)
+            if not len(doc.tokens):  # nothing to learn: dropped and counted, saying why
+                self._stats_now().record_drop(doc_key, _nothing_to_learn(messages), kind="empty")
+                continue
             if self._media_over_pack(doc):
                 continue
             if planned is not None:
@@ -471,6 +474,18 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             else:
                 mask.extend([target] * len(body))
         return tokens, mask
+
+
+def _nothing_to_learn(messages: list[Message]) -> str:
+    """Why a conversation has no loss target (the reason logged with its drop)."""
+    if not any(m["role"] in ("assistant", TEXT_ROLE) for m in messages):
+        roles = ", ".join(m["role"] for m in messages)
+        return (
+            f"no assistant turn (turns: {roles}), so nothing to train on: the loss is on "
+            "assistant turns only; add the reply (role 'assistant', LLaVA from 'gpt') or leave "
+            "the record out"
+        )
+    return "its assistant turns encode to zero tokens; fill in the replies or leave it out"
 
 
 def _spans(spans: Sequence[tuple[int, int]]) -> torch.Tensor:

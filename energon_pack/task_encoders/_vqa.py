@@ -70,12 +70,20 @@ def _json_field(sample: VQASample | VidQASample, name: str) -> Any:
 
 
 def _answers(sample: VQASample | VidQASample) -> list[str]:
-    answers = _json_field(sample, "answers")
+    answers, key = _json_field(sample, "answers"), sample.__key__
     if answers is None:
+        raise ValueError(f"sample {key!r} has no answers (a test split?); nothing to train on.")
+    answers = [answers] if isinstance(answers, str) else answers
+    ok = (str, bytes, bytearray, int, float)
+    if not isinstance(answers, (list, tuple)) or not all(
+        isinstance(a, ok) and not isinstance(a, bool) for a in answers
+    ):
         raise ValueError(
-            f"sample {sample.__key__!r} has no answers (a test split?); nothing to train on."
+            f"sample {key!r}: answers must be a string or a list of strings, got "
+            f"{answers!r:.80}; write them as a JSON list of strings (VQAv2's "
+            '[{"answer": ...}] dicts: keep only the "answer" values).'
         )
-    return [answers] if isinstance(answers, str) else [_text(a) for a in answers]
+    return [_text(a) for a in answers]
 
 
 def _weights(sample: VQASample | VidQASample, n: int) -> list[float] | None:

@@ -77,7 +77,7 @@ def test_three_images_over_two_turns_loss_on_assistant_turns_only(
 
 
 def test_text_only_conversation_and_the_plain_rendering(
-    vlm_tokenizer_dir, image_processor, vlm_tokenizer
+    vlm_tokenizer_dir, image_processor, vlm_tokenizer, caplog
 ) -> None:
     sample = conversation([("system", "a model"), ("user", "is it"), ("assistant", "a seed")])
     stock = encoder(vlm_tokenizer_dir, image_processor, light_media=False)  # pixels in the buffer
@@ -89,9 +89,12 @@ def test_text_only_conversation_and_the_plain_rendering(
     (doc,) = list(enc.encode_sample(sample))
     assert vlm_tokenizer.decode(doc.tokens) == "<s> a model is it a seed </s>"
     assert doc.loss_mask.tolist() == [False] * 5 + [True] * 3
-    # Nothing to learn (no assistant turn): dropped and counted.
-    assert list(enc.encode_sample(conversation([("user", "is it")]))) == []
+    # Nothing to learn (no assistant turn): dropped and counted, the log says why.
+    with caplog.at_level("WARNING", logger="energon_pack"):
+        assert list(enc.encode_sample(conversation([("user", "is it")]))) == []
     assert enc.stats.dropped_empty == 1
+    assert "no assistant turn (turns: user), so nothing to train on" in caplog.text
+    assert "add the reply (role 'assistant', LLaVA from 'gpt')" in caplog.text
 
 
 def test_tags_and_media_must_match(vlm_tokenizer_dir, image_processor) -> None:

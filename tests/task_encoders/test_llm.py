@@ -12,7 +12,7 @@ from megatron.energon import stateless
 
 from energon_pack.algorithms import ALGORITHMS, CarryOver, OverlongPolicy
 from energon_pack.encoding import FatalOverlongSampleError, SmallPackingBufferWarning
-from energon_pack.task_encoders import LLMPackingTaskEncoder, PackingConfig
+from energon_pack.task_encoders import LLMPackingTaskEncoder, PackingConfig, cook_text
 from energon_pack.testing import assert_each_sample_once
 from energon_pack.tools import make_loader
 
@@ -97,6 +97,22 @@ def test_jsonl_text_through_the_cooker(jsonl_text_dataset, tokenizer_dir, tokeni
     got = sorted(doc for p in packs for doc in documents(p).values())
     assert got == want
     assert enc.stats.samples == len(texts) and enc.stats.dropped_empty == 1
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"text": 42}, "JSONL sample 'k7': 'text' is int (42), not a string; write it as a JSON "
+         'string ("text": "42")'),
+        ({"prompt": "a", "response": "b"}, "JSONL sample 'k7' has no field 'text' (got ['prompt', "
+         "'response']); write one JSON object per line with a 'text' field (prompt/response "
+         "records: SFTPackingTaskEncoder)"),
+    ],
+)  # fmt: skip
+def test_cook_text_names_the_sample_and_the_fix(record: dict, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        cook_text({"__key__": "k7", "json": record})
+    assert message in str(info.value)
 
 
 def test_batches_are_padded_to_the_pack_size(text_dataset, tokenizer_dir) -> None:

@@ -70,6 +70,23 @@ def test_answer_modes(vlm_tokenizer_dir, image_processor, vlm_tokenizer) -> None
         encoder(vlm_tokenizer_dir, image_processor, answers="longest")
 
 
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        (5, "sample 'q': answers must be a string or a list of strings, got 5; write them"),
+        ([{"answer": "red"}], "got [{'answer': 'red'}]; write them as a JSON list of "
+         'strings (VQAv2\'s [{"answer": ...}] dicts: keep only the "answer" values)'),
+    ],
+)  # fmt: skip
+def test_answers_of_the_wrong_type_name_the_sample_and_the_fix(
+    vlm_tokenizer_dir, image_processor, answers: Any, message: str
+) -> None:
+    enc = encoder(vlm_tokenizer_dir, image_processor)
+    with pytest.raises(ValueError) as info:
+        list(enc.encode_sample(sample(answers)))
+    assert message in str(info.value)
+
+
 def test_every_sample_once_with_exact_placeholders(
     vqa_dataset, vlm_tokenizer_dir, image_processor, vlm_tokenizer
 ) -> None:

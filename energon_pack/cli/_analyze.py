@@ -13,7 +13,8 @@ the smallest buffer that reaches 99% fill::
     recommended buffer  256 (simulated fill 99.21% >= 99.00%)
 
 ``--task`` picks the encoder (text, sft, captioning, vqa, conversation; see
-:mod:`energon_pack.cli._tasks`). The media tasks take ``--processor DIR``, a local transformers
+:mod:`energon_pack.cli._tasks`), or ``--encoder my_module:MyEncoder`` runs your own (its
+arguments from ``--encoder-args FILE`` / ``--encoder-arg NAME=VALUE``). The media tasks take ``--processor DIR``, a local transformers
 processor directory, and report image and video placeholder tokens apart from text tokens::
 
     $ energon-pack analyze data/ --task conversation --processor qwen2-vl/ --pack-size 4096 \\
@@ -41,7 +42,13 @@ import click
 from energon_pack.algorithms import PackingSpec
 from energon_pack.cli._errors import os_error
 from energon_pack.cli._options import buffer_size_option, spec_options
-from energon_pack.cli._tasks import TASKS, build_encoder, check_sample_type
+from energon_pack.cli._tasks import (
+    TASKS,
+    build_encoder,
+    check_sample_type,
+    encoder_args,
+    load_encoder,
+)
 
 
 @click.command(name="analyze")
@@ -54,6 +61,30 @@ from energon_pack.cli._tasks import TASKS, build_encoder, check_sample_type
     help="The encoder the dataset goes through: text (TextSample / JSONL text), sft (JSONL "
     "prompt/response), captioning (CaptioningSample), vqa (VQASample, VidQASample), "
     "conversation (make-dataset --task conversation; VQA, VidQA, InterleavedSample).",
+)
+@click.option(
+    "--encoder",
+    "encoder_ref",
+    metavar="MODULE:CLASS",
+    default=None,
+    help="Your own PackingTaskEncoder subclass instead of --task (module importable from the "
+    "current folder or PYTHONPATH); it gets tokenizer= from --tokenizer, image_processor= from "
+    "--processor, config= the packing options, and --encoder-arg(s).",
+)
+@click.option(
+    "--encoder-args",
+    "encoder_args_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="--encoder: its constructor's keyword arguments, a JSON or YAML mapping.",
+)
+@click.option(
+    "--encoder-arg",
+    "encoder_arg_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="--encoder: one keyword argument (value read as YAML: 512, true, [1, 2]); repeatable, "
+    "overrides --encoder-args.",
 )
 @click.option(
     "--tokenizer",
@@ -88,6 +119,9 @@ from energon_pack.cli._tasks import TASKS, build_encoder, check_sample_type
 def command(
     dataset: Path,
     task: str,
+    encoder_ref: str | None,
+    encoder_args_file: Path | None,
+    encoder_arg_pairs: tuple[str, ...],
     tokenizer: Path | None,
     processor: Path | None,
     spec: PackingSpec,
@@ -104,8 +138,19 @@ def command(
 
     try:
         check_dataset(dataset)
-        encoder, notes = build_encoder(task, spec, tokenizer=tokenizer, processor=processor)
-        check_sample_type(dataset, task)
+        if encoder_ref is None:
+            if encoder_args_file is not None or encoder_arg_pairs:
+                raise click.UsageError("--encoder-arg(s) are for --encoder MODULE:CLASS.")
+            encoder, notes = build_encoder(task, spec, tokenizer=tokenizer, processor=processor)
+            check_sample_type(dataset, task)
+        else:
+            ctx = click.get_current_context()
+            if ctx.get_parameter_source("task") is not click.core.ParameterSource.DEFAULT:
+                raise click.UsageError("give --task or --encoder, not both.")
+            args = encoder_args(encoder_args_file, encoder_arg_pairs)
+            encoder, notes = load_encoder(
+                encoder_ref, args, spec, tokenizer=tokenizer, processor=processor
+            )
         for note in notes:
             click.echo(note, err=True)
         # energon prints shard slices to stdout; keep stdout for the report (and --json).

@@ -17,7 +17,13 @@ The media tasks take ``--processor DIR``, a local transformers processor directo
 downloaded Qwen2-VL / Qwen2.5-VL snapshot) is loaded with ``AutoImageProcessor``; the tokenizer
 comes from ``--tokenizer`` or from the same directory. A ``video_preprocessor_config.json`` is
 loaded with ``AutoVideoProcessor`` when torchvision is installed; without it, video frames go
-through the image processor (a note says so). Example::
+through the image processor (a note says so).
+
+``--encoder module:Class`` instead runs the user's own ``PackingTaskEncoder`` subclass (its
+module imported from the current folder or ``PYTHONPATH``), built with the keyword arguments of
+``--encoder-args FILE`` (a JSON or YAML mapping) and ``--encoder-arg NAME=VALUE`` (values read
+as YAML: ``512``, ``true``, ``[1, 2]``), ``tokenizer=`` from ``--tokenizer``,
+``image_processor=`` from ``--processor`` and ``config=`` the packing options. Example::
 
     build_encoder("vqa", PackingSpec(pack_size=4096), tokenizer=None, processor=Path("qwen2-vl"))
     # -> (VQAPackingTaskEncoder(qwen2-vl tokenizer, Qwen2VLImageProcessor...), [])
@@ -25,6 +31,10 @@ through the image processor (a note says so). Example::
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -33,7 +43,15 @@ import click
 
 from energon_pack.algorithms import PackingSpec
 
-__all__ = ["MEDIA_TASKS", "TASKS", "build_encoder", "check_sample_type", "load_processor"]
+__all__ = [
+    "MEDIA_TASKS",
+    "TASKS",
+    "build_encoder",
+    "check_sample_type",
+    "encoder_args",
+    "load_encoder",
+    "load_processor",
+]
 
 #: ``--task`` -> the energon sample classes its encoder reads (``CrudeWebdataset``: cooked).
 TASKS: dict[str, tuple[str, ...]] = {
@@ -150,3 +168,88 @@ def build_encoder(
     cls = te.VQAPackingTaskEncoder if task == "vqa" else te.ConversationPackingTaskEncoder
     encoder = cls(tok, image_processor, video_processor=video_processor, config=spec, log_every=0)
     return encoder, notes
+
+
+def encoder_args(path: Path | None, pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``--encoder-args FILE`` (JSON or YAML mapping) updated by ``--encoder-arg NAME=VALUE``
+    (values read as YAML: ``pack=512`` -> ``{"pack": 512}``)."""
+    import yaml
+
+    args: dict[str, Any] = {}
+    if path is not None:
+        try:
+            args = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise click.UsageError(f"--encoder-args {path}: cannot read it ({exc}).") from exc
+        if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
+            raise click.UsageError(
+                f"--encoder-args {path}: expected a mapping of argument names to values "
+                '(JSON {"name": value} or YAML name: value), got '
+                f"{type(args).__name__}."
+            )
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.isidentifier():
+            raise click.UsageError(f"--encoder-arg {pair!r}: write NAME=VALUE, e.g. repeat=2.")
+        args[name] = yaml.safe_load(value) if value else ""
+    return args
+
+
+def load_encoder(
+    ref: str,
+    args: dict[str, Any],
+    spec: PackingSpec,
+    *,
+    tokenizer: Path | None,
+    processor: Path | None,
+) -> tuple[Any, list[str]]:
+    """``--encoder module:Class``: the user's ``PackingTaskEncoder`` subclass, built with
+    ``args``, ``tokenizer=`` / ``image_processor=`` (from the options) and ``config=spec``.
+
+    Raises:
+        click.UsageError: a bad reference, a module that does not import, a class that is not a
+            ``PackingTaskEncoder``, a packing option given as an argument, a failed constructor.
+    """
+    from energon_pack.task_encoders import PackingTaskEncoder
+
+    module_name, sep, name = ref.partition(":")
+    if not (sep and module_name and name):
+        raise click.UsageError(
+            f"--encoder {ref!r}: write module:Class, e.g. my_encoders:CodeTaskEncoder (with "
+            "my_encoders.py in the current folder or on PYTHONPATH)."
+        )
+    if os.getcwd() not in sys.path:  # as `python -m` does: the user's module next to them
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.UsageError(
+            f"--encoder {ref}: cannot import {module_name!r} ({exc}); run from the folder "
+            f"that holds {module_name.replace('.', '/')}.py or add it to PYTHONPATH."
+        ) from exc
+    cls = getattr(module, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, PackingTaskEncoder)):
+        what = "not defined" if cls is None else "not a PackingTaskEncoder subclass"
+        raise click.UsageError(
+            f"--encoder {ref}: {name} is {what} in {module.__file__}; name a subclass of "
+            "energon_pack.task_encoders.PackingTaskEncoder."
+        )
+    clash = sorted(set(args) & {f.name for f in dataclasses.fields(PackingSpec)})
+    if clash:
+        flags = ", ".join("--" + c.replace("_", "-") for c in clash)
+        raise click.UsageError(f"--encoder-arg(s) {', '.join(clash)}: give them as {flags}.")
+    kwargs, notes = dict(args), []
+    if tokenizer is not None:
+        kwargs.setdefault("tokenizer", str(tokenizer))
+    if processor is not None:
+        image_processor, video_processor, notes = load_processor(processor)
+        kwargs.setdefault("image_processor", image_processor)
+        if video_processor is not None:
+            kwargs.setdefault("video_processor", video_processor)
+    try:
+        return cls(**kwargs, config=spec, log_every=0), notes
+    except TypeError as exc:
+        raise click.UsageError(
+            f"--encoder {ref}: {name}({', '.join(kwargs)}) failed: {exc}; give its arguments "
+            "with --encoder-arg NAME=VALUE or --encoder-args FILE (JSON/YAML)."
+        ) from exc

@@ -177,3 +177,51 @@ def test_vqa_dataset_reports_media_and_text_tokens(
     )
     assert text.media_tokens is None and text.to_dict()["media"] is None
     assert "media / text" not in "\n".join(text.lines())
+
+
+#: A user's own encoder in their own module: text "n" -> a document of ``n * repeat`` tokens.
+USER_ENCODER = """
+import torch
+from energon_pack.samples import EncodedSample
+from energon_pack.task_encoders import PackingTaskEncoder
+
+
+class Repeat(PackingTaskEncoder):
+    def __init__(self, repeat, label="x", **packing):
+        self.repeat, self.label = repeat, label
+        super().__init__(**packing)
+
+    def encode_document(self, sample):
+        n = int(sample.text) * self.repeat
+        return EncodedSample.derive_from(
+            sample, tokens=torch.zeros(n, dtype=torch.int64), loss_mask=torch.ones(n, dtype=bool)
+        )
+"""
+
+
+def test_analyze_runs_a_users_own_encoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--encoder module:Class with arguments from a file and options; mistakes are one line."""
+    ds = _dataset(tmp_path, ["3", "5", "2"], "lengths")
+    (tmp_path / "user_encoders.py").write_text(USER_ENCODER)
+    (tmp_path / "args.yaml").write_text("repeat: 3\nlabel: y\n")
+    monkeypatch.chdir(tmp_path)  # the module sits next to the user, as with `python -m`
+    monkeypatch.syspath_prepend(str(tmp_path))
+    common = [str(ds), "--encoder", "user_encoders:Repeat", "--pack-size", "16"]
+    out = _analyze(*common, "--buffer-size", "4", "--encoder-args", "args.yaml")
+    assert (out["tokens"], out["packs"]) == (30, 2)  # 9 + 15 + 6: [15] and [9, 6]
+    out = _analyze(*common, "--buffer-size", "4", "--encoder-arg", "repeat=1")
+    assert (out["tokens"], out["packs"]) == (10, 1)
+
+    def error(*args: str) -> str:
+        res = CliRunner().invoke(command, [*args, "--buffer-size", "4"])
+        assert res.exit_code == 2, res.output
+        return res.output
+
+    assert "Repeat(tokenizer) failed" in error(*common, "--tokenizer", str(tmp_path))
+    assert "missing 1 required positional argument: 'repeat'" in error(*common)
+    assert "give them as --pack-size" in error(*common, "--encoder-arg", "pack_size=8")
+    assert "write NAME=VALUE" in error(*common, "--encoder-arg", "repeat")
+    assert "cannot import 'nope'" in error(str(ds), "--encoder", "nope:X", "--pack-size", "8")
+    bad = error(str(ds), "--encoder", "user_encoders:torch", "--pack-size", "8")
+    assert "torch is not a PackingTaskEncoder subclass" in bad
+    assert "--task or --encoder, not both" in error(*common, "--task", "text")

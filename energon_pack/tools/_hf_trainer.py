@@ -78,6 +78,12 @@ class PackedTrainer(Trainer):
         self, *args: Any, loader: Any, attn_implementation: str | None = None, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
+        if not self.model_accepts_loss_kwargs and self.compute_loss_func is None:
+            raise ValueError(
+                f"{type(self.model).__name__}.forward takes no num_items_in_batch, so each "
+                "micro-batch would be averaged alone (not a token-mean over the step); pass "
+                "compute_loss_func=... (it receives num_items_in_batch) or use such a model"
+            )
         self.loader = loader
         self.attn_implementation = attn_implementation or self.model.config._attn_implementation
         self.args.ignore_data_skip = True

@@ -137,3 +137,13 @@ def test_resume_from_a_checkpoint_without_loader_state_is_refused(
     trainer = _trainer(text_dataset.path, tokenizer_dir, len(tokenizer), tmp_path / "out")
     with pytest.raises(FileNotFoundError, match="not saved by PackedTrainer"):
         trainer.train(resume_from_checkpoint=str(tmp_path))
+
+
+def test_a_model_without_num_items_in_batch_is_refused(
+    text_dataset: Any, tokenizer_dir: Path, tokenizer: Any, tmp_path: Path
+) -> None:
+    model = tiny_causal_lm(len(tokenizer), seed=0, max_position_embeddings=PACK_SIZE)
+    model.accepts_loss_kwargs = False  # what Trainer reads: forward ignores num_items_in_batch
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=1, report_to=[], use_cpu=True)
+    with pytest.raises(ValueError, match="takes no num_items_in_batch.*compute_loss_func"):
+        PackedTrainer(model=model, args=args, loader=[])

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """``energon-pack make-dataset``: text and JSONL files -> an energon ``TextSample`` dataset
-(``--task conversation``: LLaVA records and their media -> a conversation dataset, see
+(``--task sft``: prompt/response JSONL, see :mod:`energon_pack.cli._make_sft`;
+``--task conversation``: LLaVA records and their media -> a conversation dataset, see
 :mod:`energon_pack.cli._make_conversations`).
 
 The first thing a new user needs: their documents as an energon dataset ready for packing.
@@ -36,6 +37,7 @@ from pathlib import Path
 import click
 
 from energon_pack.cli._make_conversations import write_conversations
+from energon_pack.cli._make_sft import write_sft
 from energon_pack.cli._output import plural, writing_dataset
 
 __all__ = [
@@ -124,9 +126,14 @@ def _jsonl_documents(path: Path, field: str) -> Iterator[str]:
                     f"{type(record).__name__}."
                 )
             if field not in record:
+                sft = {"prompt", "response"} <= set(record)
                 raise ValueError(
                     f"{path}:{lineno}: no field {field!r} (fields: {', '.join(sorted(record))}); "
-                    "pass --field NAME to choose the text field."
+                    + (
+                        "prompt/response pairs are SFT data: pass --task sft."
+                        if sft
+                        else "pass --field NAME to choose the text field."
+                    )
                 )
             value = record[field]
             if not isinstance(value, str):
@@ -215,7 +222,7 @@ def read_documents(inputs: Iterable[Path], *, field: str = "text") -> tuple[list
 
 
 #: What ``--task`` writes: the input kinds and the energon dataset type.
-TASKS = ("text", "conversation")
+TASKS = ("text", "sft", "conversation")
 
 
 @click.command(name="make-dataset")
@@ -226,8 +233,9 @@ TASKS = ("text", "conversation")
     type=click.Choice(TASKS),
     default="text",
     show_default=True,
-    help="text: .txt/.md/.jsonl documents -> TextSample. conversation: LLaVA .json/.jsonl "
-    "records with images and videos -> a crude webdataset for ConversationPackingTaskEncoder.",
+    help="text: .txt/.md/.jsonl documents -> TextSample. sft: prompt/response .jsonl -> a "
+    "crude webdataset for SFTPackingTaskEncoder. conversation: LLaVA .json/.jsonl records with "
+    "images and videos -> a crude webdataset for ConversationPackingTaskEncoder.",
 )
 @click.option("--field", default=None, help="--task text: JSONL field holding the text [text].")
 @click.option(
@@ -269,7 +277,12 @@ def command(
             if media_root is not None or allow_absolute_media:
                 name = "--media-root" if media_root is not None else "--allow-absolute-media"
                 raise click.UsageError(f"{name} is for --task conversation.")
-            lines = _write_text(out, inputs, field or "text", samples_per_shard)
+            if task == "sft":
+                if field is not None:
+                    raise click.UsageError("--field is for --task text; sft reads prompt/response.")
+                lines = write_sft(out, inputs, samples_per_shard)
+            else:
+                lines = _write_text(out, inputs, field or "text", samples_per_shard)
     for line in lines:
         click.echo(line)
 

@@ -9,7 +9,7 @@ the smallest buffer that reaches 99% fill::
     fill                88.53%   (simulate 88.53%, bound 100.00%)
     packs               715   (324,083 tokens)
     ...
-    carry-over          97.83% at buffer 16 with --carry-over (simulated; 88.53% without)
+    carry-over          99.68% at buffer 16 with --carry-over (simulated; 88.53% without)
     recommended buffer  256 (simulated fill 99.21% >= 99.00%)
 
 ``--task`` picks the encoder (text, sft, captioning, vqa, conversation; see

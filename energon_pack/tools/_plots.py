@@ -103,23 +103,28 @@ def _fill_against_buffer(ax: Any, result: AnalysisResult) -> None:
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(sorted({b for s in curves.values() for b in s})))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.axhline(100 * result.target_fill, color="grey", linestyle=":", linewidth=1)
-    ax.text(ax.get_xlim()[0], 100 * result.target_fill, f" target {result.target_fill:.0%}",
-            va="bottom", fontsize=8, color="grey")  # fmt: skip
-    ax.axvline(result.buffer_size, color="black", linestyle=":", linewidth=1)
-    ax.text(result.buffer_size, 0.02, f" your buffer {result.buffer_size}", fontsize=8,
-            transform=ax.get_xaxis_transform())  # fmt: skip
+    # Target and your buffer are legend entries: labels on the plot hid behind the legend or
+    # sat on the curves. A target capped at the bound says so (no buffer does better).
+    target = result.target_fill
+    capped = result.bound_fill < 1 and abs(target - result.bound_fill) < 1e-9
+    ax.axhline(100 * target, color="grey", linestyle=":", linewidth=1,
+               label=f"target = bound {target:.1%} (no buffer does better)" if capped
+               else f"target {target:.0%}")  # fmt: skip
+    ax.axvline(result.buffer_size, color="black", linestyle=":", linewidth=1,
+               label=f"your buffer {result.buffer_size}")  # fmt: skip
     best = result.recommended_buffer_size
     curve = curves["carry-over" if result.carry_over else "stock"]
+    title = f"(b) fill against buffer size, pack {result.pack_size}"
     if best is not None and best in curve:
         y = 100 * curve[best]
-        ax.plot([best], [y], marker="*", markersize=16, color=_PACK, zorder=5)
-        ax.annotate(f"recommended {best}\n({y:.1f}%)", (best, y), textcoords="offset points",
-                    xytext=(8, -28), color=_PACK, fontsize=9)  # fmt: skip
+        ax.plot([best], [y], marker="*", markersize=16, color=_PACK, zorder=5, linestyle="none",
+                label=f"recommended {best} ({y:.1f}%)")  # fmt: skip
+    else:
+        title += f"\nno candidate buffer reaches {target:.1%}"
     ax.set_xlabel("packing_buffer_size (samples per worker, log scale)")
     ax.set_ylabel("simulated fill (%)")
-    ax.set_title(f"(b) fill against buffer size, pack {result.pack_size}")
-    ax.legend(loc="lower right")
+    ax.set_title(title)
+    ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
 
 

@@ -53,3 +53,45 @@ def test_plot_writes_one_png_with_three_pictures(result, tmp_path: Path) -> None
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     height, width = matplotlib.image.imread(png).shape[:2]
     assert (width, height) == (13 * 90, 10 * 90)  # figsize (13, 10) at dpi 90
+
+
+def _fill_panel(result: object) -> tuple[list[str], str]:
+    """The legend labels and title of panel (b) drawn for ``result``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from energon_pack.tools._plots import _fill_against_buffer
+
+    fig, ax = plt.subplots()
+    try:
+        _fill_against_buffer(ax, result)
+        return ax.get_legend_handles_labels()[1], ax.get_title()
+    finally:
+        plt.close(fig)
+
+
+def test_fill_panel_names_target_buffer_and_recommendation_in_its_legend(result) -> None:
+    """Nothing drawn as loose text the legend or the curves could hide; a target capped at the
+    bound, and a target no candidate reaches, are said on the plot."""
+    # [16, 16, 16] at 32: 2 packs at best, bound 48 / 64 = 75%; buffer 16 reaches it.
+    capped = dataclasses.replace(
+        result, lengths=[16, 16, 16], pack_size=32, buffer_size=16, carry_over=None,
+        bound_fill=0.75, target_fill=0.75, recommended_buffer_size=16,
+    )  # fmt: skip
+    labels, title = _fill_panel(capped)
+    assert labels == [
+        "stock", "carry-over", "target = bound 75.0% (no buffer does better)",
+        "your buffer 16", "recommended 16 (75.0%)",
+    ]  # fmt: skip
+    # [20, 20, 20] at 32: no two share a pack, 62.5% < the bound 93.75%: no recommendation.
+    unreachable = dataclasses.replace(
+        capped, lengths=[20, 20, 20], bound_fill=0.9375, target_fill=0.9375,
+        recommended_buffer_size=None,
+    )  # fmt: skip
+    labels, title = _fill_panel(unreachable)
+    assert "your buffer 16" in labels and not any(x.startswith("recommended") for x in labels)
+    assert title.endswith("\nno candidate buffer reaches 93.8%")
+    labels, _ = _fill_panel(dataclasses.replace(capped, bound_fill=1.0, target_fill=0.99))
+    assert "target 99%" in labels

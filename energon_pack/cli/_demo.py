@@ -23,6 +23,8 @@ from pathlib import Path
 
 import click
 
+from energon_pack.cli._errors import os_error
+
 
 @click.command(name="demo")
 @click.option(
@@ -73,6 +75,8 @@ def command(
         report = run_demo(config, echo=lambda line: click.echo(line, err=True))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    except OSError as exc:  # --out read-only, full, not ours to write: one line
+        raise os_error(exc, "write", out) from exc
     click.echo("")
     for line in report.lines():
         click.echo(line)

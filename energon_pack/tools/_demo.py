@@ -99,6 +99,7 @@ class DemoReport:
     naive_fill: float  #: each document alone in a row of pack_size (over-long ones split)
     packed_fill: float  #: real tokens / pack slots of the packs trained on
     documents_per_pack: float
+    samples_read: int  #: documents the training loader read (with repeats), buffered included
     truncated: int
     split: int
     split_pieces: int
@@ -131,7 +132,9 @@ class DemoReport:
             f"buffer {c.buffer_size}, carry-over on",
             f"  fill            {self.packed_fill:.1%} packed vs {self.naive_fill:.1%} naive "
             f"padding (one document per row): {rows_ratio:.1f}x fewer rows",
-            f"  pieces/pack     {self.documents_per_pack:.2f} over {self.packs} packs",
+            f"  pieces/pack     {self.documents_per_pack:.2f} over {self.packs} packs, from "
+            f"{self.samples_read:,} documents read ({self.samples_read / self.documents:.2f} "
+            f"epochs of {self.documents:,}: training repeats the dataset; counts are per read)",
             f"  over-long       split {self.split} (into {self.split_pieces} pieces), "
             f"truncated {self.truncated}, dropped {self.dropped}",
             f"  training        {c.steps} steps x {c.batch_size} packs, loss "
@@ -201,10 +204,11 @@ MARKER = ".energon-pack-demo"
 def _claim_output_dir(out: Path) -> None:
     """Create ``out``; clear an earlier demo's files there, refuse anything else."""
     ours = ("corpus.jsonl", "dataset", "tokenizer", "loader_state.pt")
-    if out.exists() and any((out / name).exists() for name in ours):
+    found = [name for name in ours if (out / name).exists()]
+    if found:
         if not (out / MARKER).exists():
             raise ValueError(
-                f"{out} already holds {'/'.join(ours)} not written by the demo; "
+                f"{out} already holds {', '.join(found)}, not written by the demo; "
                 "pass a new or empty --out directory."
             )
         for name in ours:
@@ -353,6 +357,7 @@ def _report(
         naive_fill=naive_padding_fill(corpus.lengths, config.pack_size),
         packed_fill=stats.fill,
         documents_per_pack=stats.documents_per_pack,
+        samples_read=stats.samples,
         truncated=stats.truncated,
         split=stats.split,
         split_pieces=stats.split_pieces,

@@ -57,8 +57,9 @@ def test_compare_continuation_finds_the_first_difference() -> None:
 def test_output_dir_is_reused_only_when_the_demo_wrote_it(tmp_path: Path) -> None:
     mine = tmp_path / "mine"
     (mine / "dataset").mkdir(parents=True)
-    with pytest.raises(ValueError, match="not written by the demo"):
-        _claim_output_dir(mine)
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"already holds dataset, not written by the demo"):
+        _claim_output_dir(mine)  # names what is there, only that
     assert (mine / "dataset").exists()  # the user's files are untouched
     demo = tmp_path / "demo"
     _claim_output_dir(demo)
@@ -117,3 +118,20 @@ def test_demo_subprocess_passes_and_reports(tmp_path: Path) -> None:
     # --no-progress hides energon's bar too (tqdm writes "it/s" and "%|")
     assert "Filling reading buffer" not in proc.stderr and "it/s" not in proc.stderr
     assert proc.stderr.splitlines()[0].startswith("[1/5]"), proc.stderr
+    # the counts add up: read documents (with repeats) over the dataset's documents
+    read, epochs = re.search(r"from ([\d,]+) documents read \(([\d.]+) epochs of 400", out).groups()
+    assert float(epochs) == pytest.approx(int(read.replace(",", "")) / 400, abs=0.01)
+
+
+def test_demo_on_a_read_only_place_is_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from test_make_dataset_errors import _one_line_error, _tmpfs
+
+    from energon_pack.cli._demo import command
+
+    with _tmpfs(tmp_path / "ro", "size=64k", "ro") as ro:
+        res = CliRunner().invoke(command, ["--out", str(ro / "demo"), "--no-progress"])
+        line = _one_line_error(res.output)
+        assert res.exit_code == 1
+        assert f"cannot write {ro / 'demo'}: Read-only file system" in line
+        assert "choose a directory on a writable one" in line

@@ -13,8 +13,10 @@ conversation   ``ConversationPackingTaskEncoder(...)``    ``make-dataset --task 
 =============  =========================================  ===================================
 
 The media tasks take ``--processor DIR``, a local transformers processor directory: its
-``preprocessor_config.json`` (what ``image_processor.save_pretrained(DIR)`` writes, or a
-downloaded Qwen2-VL / Qwen2.5-VL snapshot) is loaded with ``AutoImageProcessor``; the tokenizer
+``preprocessor_config.json`` or ``processor_config.json`` (what ``save_pretrained(DIR)``
+writes, or a downloaded Qwen2/2.5/3-VL or InternVL snapshot) is loaded with
+``AutoImageProcessor`` (InternVL: with ``image_seq_length`` from ``processor_config.json``),
+and the placeholder tokens are the family's (``vision_family(...).default_tokens``); the tokenizer
 comes from ``--tokenizer`` or from the same directory. A ``video_preprocessor_config.json`` is
 loaded with ``AutoVideoProcessor`` when torchvision is installed; without it, video frames go
 through the image processor (a note says so).
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
 import sys
 import warnings
@@ -89,27 +92,41 @@ def check_sample_type(dataset: Path, task: str) -> None:
 
 
 def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
-    """``(image_processor, video_processor or None, notes)`` from a local processor directory.
+    """``(processor, video_processor or None, notes)`` from a local processor directory: the
+    image processor, or for InternVL (``image_seq_length`` in ``processor_config.json``) it with
+    the tokens per tile (see :func:`~energon_pack.encoding.vision_family`).
 
     Raises:
-        click.UsageError: no ``preprocessor_config.json``, or not a Qwen2-VL-style processor.
+        click.UsageError: no processor config, or a processor family packing cannot serve.
     """
+    from types import SimpleNamespace
+
     from transformers import AutoImageProcessor
 
-    if not (path / "preprocessor_config.json").is_file():
+    from energon_pack.encoding import vision_family
+
+    configs = [path / "preprocessor_config.json", path / "processor_config.json"]
+    if not any(c.is_file() for c in configs):
         raise click.UsageError(
-            f"--processor {path}: no preprocessor_config.json; give a local transformers "
-            "processor directory (what processor.save_pretrained(DIR) or "
+            f"--processor {path}: no preprocessor_config.json or processor_config.json; give a "
+            "local transformers processor directory (what processor.save_pretrained(DIR) or "
             "image_processor.save_pretrained(DIR) writes)."
         )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "use_fast" and backend notices
         image_processor = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
-    if not hasattr(image_processor, "merge_size"):
-        raise click.UsageError(
-            f"--processor {path}: {type(image_processor).__name__} is not a Qwen2-VL-style "
-            "image processor (patch grids with merge_size); the VLM encoders need one."
-        )
+    seq = (
+        json.loads(configs[1].read_text()).get("image_seq_length") if configs[1].is_file() else None
+    )
+    processor = (
+        image_processor
+        if seq is None
+        else SimpleNamespace(image_processor=image_processor, image_seq_length=int(seq))
+    )
+    try:
+        vision_family(processor)
+    except ValueError as e:
+        raise click.UsageError(f"--processor {path}: {e}") from e
     notes: list[str] = []
     video = None
     if (path / "video_preprocessor_config.json").is_file():
@@ -123,7 +140,7 @@ def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
                 "installed); video frames go through the image processor, so video token "
                 "counts follow its pixel limits."
             )
-    return image_processor, video, notes
+    return processor, video, notes
 
 
 def _tokenizer_dir(task: str, tokenizer: Path | None, processor: Path | None) -> Path:
@@ -146,6 +163,7 @@ def build_encoder(
         ValueError: the tokenizer lacks a placeholder token, and the like (from the encoder).
     """
     import energon_pack.task_encoders as te
+    from energon_pack.encoding import vision_family
 
     if task not in MEDIA_TASKS:
         if processor is not None:
@@ -161,12 +179,15 @@ def build_encoder(
         )
     tok = str(_tokenizer_dir(task, tokenizer, processor))
     image_processor, video_processor, notes = load_processor(processor)
+    tokens = vision_family(image_processor).default_tokens
     if task == "captioning":
         return te.CaptioningPackingTaskEncoder(
-            tok, image_processor, config=spec, log_every=0
+            tok, image_processor, image_token=tokens["image_token"], config=spec, log_every=0
         ), notes
     cls = te.VQAPackingTaskEncoder if task == "vqa" else te.ConversationPackingTaskEncoder
-    encoder = cls(tok, image_processor, video_processor=video_processor, config=spec, log_every=0)
+    encoder = cls(
+        tok, image_processor, video_processor=video_processor, config=spec, log_every=0, **tokens
+    )
     return encoder, notes
 
 

@@ -17,6 +17,7 @@ from energon_pack.encoding._errors import (
     SkipCounter,
     counting_skips,
 )
+from energon_pack.encoding._families import PatchGrids, Tiles, check_mrope, vision_family
 from energon_pack.encoding._light_media import (
     MediaPlanner,
     check_planned,
@@ -61,6 +62,7 @@ from energon_pack.encoding._video_layout import (
 
 __all__ = [
     "apply_overlong_policy",
+    "check_mrope",
     "check_planned",
     "counting_skips",
     "current_seed_args",
@@ -78,6 +80,7 @@ __all__ = [
     "MediaPlanner",
     "MediaProcessor",
     "PackingStats",
+    "PatchGrids",
     "PendingPixels",
     "ProcessedMedia",
     "resolve_light_media",
@@ -89,10 +92,12 @@ __all__ = [
     "slice_document",
     "small_buffer_message",
     "SmallPackingBufferWarning",
+    "Tiles",
     "TimestampedVideos",
     "to_pil_image",
     "to_rgb",
     "video_frames",
     "VideoTiming",
+    "vision_family",
     "warn_if_buffer_too_small",
 ]

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import io
 import math
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from energon_pack.encoding._families import PatchGrids, Tiles, vision_family
 from energon_pack.encoding._media import ProcessedMedia
 
 __all__ = [
@@ -102,47 +102,26 @@ def kept_items(rows: torch.Tensor) -> list[int]:
     return torch.unique_consecutive(rows.view(-1)).tolist()
 
 
-def _size_value(size: Any, name: str) -> int | None:
-    value = size.get(name) if isinstance(size, dict) else getattr(size, name, None)
-    return None if value is None else int(value)
-
-
 class MediaPlanner:
-    """The patch grid of an image or a frame sequence from its size, by the processor's rule.
+    """The grid of an image or a frame sequence from its size, by the processor family's rule.
 
     Build it with :meth:`for_processor` (None where the rule is not known to be exact).
     ``MediaPlanner.for_processor(make_image_processor()).image_grid(64, 48) == (1, 4, 4)``.
     """
 
-    def __init__(self, image_processor: Any, rule: Any) -> None:
-        #: The processor whose rule this is.
-        self.image_processor = image_processor
-        #: ``smart_resize(height, width, factor, min_pixels, max_pixels)`` of its module.
-        self.rule = rule
-        self.patch_size = int(image_processor.patch_size)
-        self.merge_size = int(getattr(image_processor, "merge_size", 2))
-        self.temporal_patch_size = int(getattr(image_processor, "temporal_patch_size", 2))
-        size = getattr(image_processor, "size", None) or {}
-        self.min_pixels = _size_value(size, "shortest_edge")
-        self.max_pixels = _size_value(size, "longest_edge")
+    def __init__(self, family: PatchGrids | Tiles) -> None:
+        #: The processor family whose rule this is (:func:`vision_family`).
+        self.family = family
+        self.image_processor = family.image_processor
 
     @classmethod
     def for_processor(cls, image_processor: Any) -> MediaPlanner | None:
         """A planner whose grids equal the processor's on the probe images, or None."""
-        rule = next(
-            (
-                getattr(sys.modules.get(c.__module__), "smart_resize", None)
-                for c in type(image_processor).__mro__
-                if hasattr(sys.modules.get(c.__module__), "smart_resize")
-            ),
-            None,
-        )
-        if rule is None or not getattr(image_processor, "do_resize", False):
-            return None
         try:
-            planner = cls(image_processor, rule)
-            if planner.min_pixels is None or planner.max_pixels is None:
+            family = vision_family(image_processor)
+            if not family.can_plan:
                 return None
+            planner = cls(family)
             return planner if planner._matches_processor() else None
         except Exception:
             return None
@@ -151,22 +130,17 @@ class MediaPlanner:
         from PIL import Image
 
         images = [Image.new("RGB", size, (120, 60, 30)) for size in PROBE_SIZES]
-        out = self.image_processor(images=images, return_tensors="pt")
-        grids = torch.as_tensor(out["image_grid_thw"]).view(-1, 3).tolist()
+        grids = torch.as_tensor(self.family.process(images)[1]).view(-1, 3).tolist()
         return grids == [list(self.image_grid(w, h)) for w, h in PROBE_SIZES]
 
     def image_grid(self, width: int, height: int) -> tuple[int, int, int]:
-        """``(1, h, w)`` patch grid of a ``width x height`` image."""
-        factor = self.patch_size * self.merge_size
-        rh, rw = self.rule(
-            height, width, factor=factor, min_pixels=self.min_pixels, max_pixels=self.max_pixels
-        )
-        return 1, rh // self.patch_size, rw // self.patch_size
+        """The grid of a ``width x height`` image: ``(1, h, w)`` patches, ``(tiles, 1, 1)``."""
+        return self.family.plan(width, height)
 
     def video_grid(self, frames: int, width: int, height: int) -> tuple[int, int, int]:
         """``(t, h, w)`` of ``frames`` frames through the image processor (odd frame padded)."""
         _, gh, gw = self.image_grid(width, height)
-        return math.ceil(frames / self.temporal_patch_size), gh, gw
+        return math.ceil(frames / self.family.temporal_patch_size), gh, gw
 
     def images(self, items: Sequence[Any], *, key: str) -> ProcessedMedia | None:
         """Planned media of some images: a row map and their grids; None if a size is unknown."""
@@ -176,7 +150,10 @@ class MediaPlanner:
         return self._planned([self._grid(key, self.image_grid, *s) for s in sizes])
 
     def videos(self, videos: Sequence[Sequence[Any]], *, key: str) -> ProcessedMedia | None:
-        """Planned media of videos (frame lists); None if a frame size is unknown."""
+        """Planned media of videos (frame lists); None if a frame size is unknown or the family
+        takes no videos (the encoder then decodes, and says why)."""
+        if videos and not self.family.videos:
+            return None
         grids = []
         for frames in videos:
             sizes = {header_size(f) for f in frames}
@@ -199,8 +176,7 @@ class MediaPlanner:
 
     def _planned(self, grids: list[tuple[int, int, int]]) -> ProcessedMedia:
         grid = torch.tensor(grids, dtype=torch.int64).view(-1, 3)
-        tokens = (grid.prod(dim=1) // self.merge_size**2).tolist()
-        return ProcessedMedia(row_map(grid), grid, tokens)
+        return ProcessedMedia(row_map(grid), grid, self.family.tokens(grid))
 
 
 def check_planned(planned: torch.Tensor, actual: torch.Tensor, *, key: str) -> None:
@@ -235,9 +211,10 @@ def resolve_light_media(
     if planner is None:
         if requested:
             raise ValueError(
-                f"{name}: light_media=True, but the resize rule of "
+                f"{name}: light_media=True, but the size rule of "
                 f"{type(image_processor).__name__} is not known to be exact (a Qwen2-VL-style "
-                "smart_resize with do_resize=True is); pass light_media=False."
+                "smart_resize with do_resize=True is, and InternVL's tiles); pass "
+                "light_media=False."
             )
         return None
     if augmented and requested is None:

@@ -27,12 +27,14 @@ of intermediate arrays per 1 MP image; ``images(..., pending=True)`` leaves them
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from energon_pack.encoding._families import PatchGrids, vision_family
 from energon_pack.encoding._pixels import FastPixels, PendingPixels, to_rgb
 from energon_pack.samples import RowSource
 
@@ -123,36 +125,44 @@ class ProcessedMedia:
 
 
 class MediaProcessor:
-    """Images and videos through a Qwen2-VL-style image processor (and optional video processor).
+    """Images and videos through a VLM processor of a known family
+    (:func:`~energon_pack.encoding.vision_family`: Qwen2/2.5/3-VL patch grids, InternVL tiles),
+    and optionally a video processor.
 
     ``MediaProcessor(make_image_processor()).images([pil])`` -> pixel rows ``(16, 1176)``, grid
     ``[[1, 4, 4]]``, ``num_tokens == [4]`` for a 64x48 image.
     """
 
     def __init__(self, image_processor: Any, video_processor: Any = None) -> None:
-        #: The transformers image processor (``merge_size``, ``patch_size``, ...).
-        self.image_processor = image_processor
+        #: How this processor's family makes pixels, grids and token counts.
+        self.family = vision_family(image_processor)
+        #: The transformers image processor (of the processor, when given a whole one).
+        self.image_processor = self.family.image_processor
         #: A transformers video processor, or None: frames go through the image processor.
         self.video_processor = video_processor
-        self.merge_size = int(getattr(image_processor, "merge_size", 2))
-        self.patch_size = int(getattr(image_processor, "patch_size", 14))
-        self.temporal_patch_size = int(getattr(image_processor, "temporal_patch_size", 2))
+        self.merge_size = self.family.merge_size
+        self.patch_size = self.family.patch_size
+        self.temporal_patch_size = self.family.temporal_patch_size
         #: Writes image rows in place, bit-identical to the processor (None: the processor's).
-        self.fast = FastPixels.for_processor(image_processor)
+        self.fast = (
+            FastPixels.for_processor(self.image_processor)
+            if isinstance(self.family, PatchGrids)
+            else None
+        )
 
     @property
     def patch_dim(self) -> int:
         """Floats per pixel row: ``3 * temporal_patch_size * patch_size**2`` (1176)."""
-        return 3 * self.temporal_patch_size * self.patch_size**2
+        return int(math.prod(self.family.item_shape))
 
     def tokens(self, grid_thw: torch.Tensor) -> list[int]:
-        """Placeholder tokens per grid row: ``t * h * w // merge**2``."""
-        return (grid_thw.view(-1, 3).prod(dim=1) // self.merge_size**2).tolist()
+        """Placeholder tokens per grid row (``t * h * w // merge**2`` for patch grids)."""
+        return self.family.tokens(grid_thw)
 
     def empty(self) -> ProcessedMedia:
-        """No items: ``(0, patch_dim)`` rows and a ``(0, 3)`` grid."""
+        """No items: ``(0, *item_shape)`` pixels and a ``(0, 3)`` grid."""
         return ProcessedMedia(
-            torch.zeros(0, self.patch_dim), torch.zeros(0, 3, dtype=torch.int64), []
+            torch.zeros(0, *self.family.item_shape), torch.zeros(0, 3, dtype=torch.int64), []
         )
 
     def _result(self, pixel_values: Any, grid: Any) -> ProcessedMedia:
@@ -173,13 +183,17 @@ class MediaProcessor:
             rows = PendingPixels(self.fast, [self.fast.resize(im) for im in images])
             grid = rows.grid_thw
             return ProcessedMedia(rows if pending else rows.tensor(), grid, self.tokens(grid))
-        out = self.image_processor(images=list(images), return_tensors="pt")
-        return self._result(out["pixel_values"], out["image_grid_thw"])
+        return self._result(*self.family.process(images))
 
     def videos(self, videos: Sequence[Sequence[Any]]) -> ProcessedMedia:
         """Process videos, each a list of PIL frames of one size (in order)."""
         if not videos:
             return self.empty()
+        if not self.family.videos:
+            raise ValueError(
+                f"videos are not supported for the {self.family.name} processor family here "
+                "(Qwen2/2.5/3-VL only); remove the videos or use a Qwen-VL processor."
+            )
         if self.video_processor is not None:
             out = self.video_processor(videos=[list(v) for v in videos], return_tensors="pt")
             return self._result(out["pixel_values_videos"], out["video_grid_thw"])

@@ -301,12 +301,14 @@ class PackedCaptioningBatch(PackedTextBatch):
         return {**fields, "mrope_position_ids": _stack_mrope(packs, length)}
 
     def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
-        """Text kwargs plus ``pixel_values``, ``image_grid_thw`` and, when built, the mRoPE
-        ``position_ids`` of shape (3, B, L)."""
+        """Text kwargs plus ``pixel_values``, ``image_grid_thw`` (patch rows only: stacked
+        ``(tiles, 3, H, W)`` images go without) and, when built, the mRoPE ``position_ids`` of
+        shape (3, B, L)."""
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         kwargs["pixel_values"] = self.pixel_values
-        kwargs["image_grid_thw"] = self.image_grid_thw
+        if self.pixel_values.dim() == 2:
+            kwargs["image_grid_thw"] = self.image_grid_thw
         if self.mrope_position_ids is not None:
             kwargs["position_ids"] = self.mrope_position_ids
         return kwargs

@@ -199,14 +199,16 @@ class PackedMultimodalBatch(PackedCaptioningBatch):
         return fields
 
     def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
-        """Text kwargs, ``pixel_values`` / ``image_grid_thw`` when the batch has images,
+        """Text kwargs, ``pixel_values`` / ``image_grid_thw`` when the batch has images (the grid
+        with patch rows only: stacked ``(tiles, 3, H, W)`` images go without),
         ``pixel_values_videos`` / ``video_grid_thw`` when it has videos, and the (3, B, L) mRoPE
         ``position_ids`` when built."""
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         if len(self.image_grid_thw):
             kwargs["pixel_values"] = self.pixel_values
-            kwargs["image_grid_thw"] = self.image_grid_thw
+            if self.pixel_values.dim() == 2:
+                kwargs["image_grid_thw"] = self.image_grid_thw
         if len(self.video_grid_thw):
             kwargs["pixel_values_videos"] = self.pixel_values_videos
             kwargs["video_grid_thw"] = self.video_grid_thw

@@ -35,6 +35,7 @@ from megatron.energon import CaptioningSample
 from energon_pack.encoding import (
     DocumentTokenizer,
     MediaProcessor,
+    check_mrope,
     check_planned,
     high_bit_depth_modes,
     kept_items,
@@ -100,6 +101,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         #: Writes pixel rows in place, bit-identical to the processor (None: the processor's).
         self.fast_pixels = self.media.fast
         self.image_token_id = self.tokenizer.token_id(image_token)
+        check_mrope(self.media.family, mrope)
         self.mrope = mrope
         self.spatial_merge_size = self.media.merge_size
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
@@ -175,7 +177,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
     def _document(
         self, sample: CaptioningSample, pixel_values: torch.Tensor, grid: torch.Tensor
     ) -> EncodedCaptioningSample:
-        num_image_tokens = int(grid.prod()) // self.spatial_merge_size**2
+        num_image_tokens = sum(self.media.tokens(grid))
         caption = sample.caption
         caption = caption.decode() if isinstance(caption, (bytes, bytearray)) else caption
         # [BOS] <image>*k caption [EOD]: the image tokens are the prompt (no loss), the caption

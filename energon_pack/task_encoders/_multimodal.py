@@ -68,6 +68,7 @@ from energon_pack.encoding import (
     ProcessedMedia,
     TimestampedVideos,
     VideoTiming,
+    check_mrope,
     check_planned,
     expand_placeholders,
     high_bit_depth_modes,
@@ -196,6 +197,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             if video_timestamps  # with the start/end and video tokens (checked above)
             else None
         )
+        check_mrope(self.media.family, mrope)
         self.mrope = mrope
         self.tokens_per_second = tokens_per_second
         self.default_fps = default_fps

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Tiny random Qwen2-VL, Qwen2.5-VL and Qwen3-VL models from configs (1 text layer, hidden 64,
+"""Tiny random Qwen2-VL, Qwen2.5-VL, Qwen3-VL and InternVL models from configs (1 text layer, hidden 64,
 a 1-block vision tower), for the packed-vs-alone proofs. No downloads."""
 
 from __future__ import annotations
@@ -84,3 +84,62 @@ def tiny_vlm(family: str, vocab_size: int, ids: dict[str, int]) -> torch.nn.Modu
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     return cls(config).eval()
+
+
+#: InternVL test tiles: 56 pixels, ViT patch 14, pixel shuffle 0.5 -> 4 tokens a tile.
+INTERNVL_TILE, INTERNVL_TOKENS_PER_TILE = 56, 4
+
+
+def tiny_internvl(vocab_size: int, image_token_id: int) -> torch.nn.Module:
+    """A seeded fp32 ``InternVLForConditionalGeneration`` (1-layer ViT and Qwen2 text model)."""
+    import transformers as tf
+
+    config = tf.InternVLConfig(
+        vision_config=dict(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            image_size=[INTERNVL_TILE, INTERNVL_TILE],
+            patch_size=[14, 14],
+        ),
+        text_config=dict(model_type="qwen2", **_text(vocab_size)),
+        image_token_id=image_token_id,
+        image_seq_length=INTERNVL_TOKENS_PER_TILE,
+        downsample_ratio=0.5,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return tf.InternVLForConditionalGeneration(config).eval()
+
+
+def internvl_processor(tokenizer_dir: Any, max_tiles: int = 4) -> Any:
+    """An ``InternVLProcessor`` built offline: the GotOcr2 PIL image processor (56-pixel tiles,
+    at most ``max_tiles`` plus a thumbnail) and the tokenizer of ``tokenizer_dir``, which must
+    hold ``<img>``, ``</img>``, ``<IMG_CONTEXT>`` and ``<video>``."""
+    from transformers import AutoTokenizer, InternVLProcessor
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import (
+        GotOcr2ImageProcessorPil,
+    )
+
+    class ImagesOnly(InternVLProcessor):  # transformers 5.23 needs torchvision for the video one
+        @classmethod
+        def get_attributes(cls) -> list[str]:
+            return ["image_processor", "tokenizer"]
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, extra_special_tokens=INTERNVL_TOKENS)
+    image_processor = GotOcr2ImageProcessorPil(
+        size={"height": INTERNVL_TILE, "width": INTERNVL_TILE},
+        crop_to_patches=True,
+        max_patches=max_tiles,
+    )
+    return ImagesOnly(image_processor, tokenizer, image_seq_length=INTERNVL_TOKENS_PER_TILE)
+
+
+#: The InternVL tokenizer's named tokens.
+INTERNVL_TOKENS = {
+    "start_image_token": "<img>",
+    "end_image_token": "</img>",
+    "context_image_token": "<IMG_CONTEXT>",
+    "video_token": "<video>",
+}

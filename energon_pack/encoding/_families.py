@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: Apache-2.0
+"""VLM processor families: how a family's processor turns an image into pixels and tokens.
+
+The encoders, light buffers and media budgets need three things per image, whatever the model:
+its pixel tensor, a ``(3,)`` grid whose product is the number of pixel *items* (rows of the
+tensor, so packs and over-long cuts can slice them), and the number of placeholder tokens.
+Each family gives them from the processor, and from the image size alone where its rule is
+known (light buffers plan from headers). :func:`vision_family` picks the family of a processor:
+
+============  ===================================  ====================  ==================
+family        pixels per image                     grid                  tokens
+============  ===================================  ====================  ==================
+patch grids   ``(t*h*w, 3*T*p*p)`` patch rows      ``(t, h, w)``         ``t*h*w / merge**2``
+(Qwen2/2.5/3-VL, videos too; mRoPE)
+tiles         ``(n, 3, H, W)`` tiles (crop to      ``(n, 1, 1)``         ``n * image_seq_length``
+(InternVL)    patches + thumbnail)
+============  ===================================  ====================  ==================
+
+An InternVL 150x60 image with 56-pixel tiles (at most 4) and 4 tokens a tile: 3 tiles plus the
+thumbnail, grid ``(4, 1, 1)``, 16 ``<IMG_CONTEXT>`` tokens between ``<img>`` and ``</img>``
+(the processor's ``_get_num_multimodal_tokens`` says 18: it counts the two markers).
+
+Families refused with a message rather than served a different forward pass: Gemma 3 (its
+image tokens attend bidirectionally) and any processor not listed here.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["PatchGrids", "Tiles", "check_mrope", "vision_family"]
+
+
+def _size_value(size: Any, name: str) -> int | None:
+    value = size.get(name) if isinstance(size, dict) else getattr(size, name, None)
+    return None if value is None else int(value)
+
+
+class PatchGrids:
+    """Qwen2-VL-style processors: patch rows, ``(t, h, w)`` grids, ``smart_resize`` sizes."""
+
+    name = "qwen2-vl"
+    #: Videos go through this family (frames, or a Qwen video processor).
+    videos = True
+    #: The model takes 3-row mRoPE positions.
+    mrope = True
+    #: The multimodal encoders' token arguments for this family's tokenizers.
+    default_tokens = {
+        "image_token": "<|image_pad|>",
+        "video_token": "<|video_pad|>",
+        "vision_start_token": "<|vision_start|>",
+        "vision_end_token": "<|vision_end|>",
+    }
+
+    def __init__(self, image_processor: Any) -> None:
+        self.image_processor = image_processor
+        p = image_processor
+        self.merge_size = int(getattr(p, "merge_size", 2))
+        self.patch_size = int(getattr(p, "patch_size", 14))
+        self.temporal_patch_size = int(getattr(p, "temporal_patch_size", 2))
+        #: ``smart_resize(height, width, factor, min_pixels, max_pixels)`` of its module, or None.
+        self.rule = next(
+            (
+                getattr(sys.modules.get(c.__module__), "smart_resize", None)
+                for c in type(p).__mro__
+                if hasattr(sys.modules.get(c.__module__), "smart_resize")
+            ),
+            None,
+        )
+        size = getattr(p, "size", None) or {}
+        self.min_pixels = _size_value(size, "shortest_edge")
+        self.max_pixels = _size_value(size, "longest_edge")
+
+    @property
+    def item_shape(self) -> tuple[int, ...]:
+        """One pixel row: ``(3 * temporal_patch_size * patch_size**2,)`` (1176)."""
+        return (3 * self.temporal_patch_size * self.patch_size**2,)
+
+    @property
+    def can_plan(self) -> bool:
+        """Whether grids follow from sizes (``smart_resize``, ``do_resize``, pixel bounds)."""
+        known = self.min_pixels is not None and self.max_pixels is not None
+        return (
+            self.rule is not None and known and bool(getattr(self.image_processor, "do_resize", 0))
+        )
+
+    def tokens(self, grid: torch.Tensor) -> list[int]:
+        """Placeholder tokens per grid row: ``t * h * w // merge**2``."""
+        return (grid.view(-1, 3).prod(dim=1) // self.merge_size**2).tolist()
+
+    def process(self, images: Sequence[Any]) -> tuple[Any, Any]:
+        """``(pixel_values, grid)`` of PIL images through the processor."""
+        out = self.image_processor(images=list(images), return_tensors="pt")
+        return out["pixel_values"], out["image_grid_thw"]
+
+    def plan(self, width: int, height: int) -> tuple[int, int, int]:
+        """``(1, h, w)`` patch grid of a ``width x height`` image (needs :attr:`can_plan`)."""
+        factor = self.patch_size * self.merge_size
+        rh, rw = self.rule(  # type: ignore[misc]
+            height, width, factor=factor, min_pixels=self.min_pixels, max_pixels=self.max_pixels
+        )
+        return 1, rh // self.patch_size, rw // self.patch_size
+
+
+class Tiles:
+    """InternVL: each image cut into ``n`` square tiles (plus a thumbnail when ``n > 1``), each
+    ``tokens_per_tile`` placeholder tokens; the model reads the stacked ``(tiles, 3, H, W)``
+    pixel values and 1-D positions."""
+
+    name = "internvl"
+    videos = mrope = False
+    default_tokens = {
+        "image_token": "<IMG_CONTEXT>",
+        "video_token": None,
+        "vision_start_token": "<img>",
+        "vision_end_token": "</img>",
+    }
+    can_plan = True
+    merge_size = patch_size = temporal_patch_size = 1  # no patch grids
+
+    def __init__(self, image_processor: Any, tokens_per_tile: int) -> None:
+        self.image_processor = image_processor
+        self.tokens_per_tile = int(tokens_per_tile)
+        size = image_processor.size
+        self.item_shape = (3, _size_value(size, "height"), _size_value(size, "width"))
+
+    def tokens(self, grid: torch.Tensor) -> list[int]:
+        """``tiles * tokens_per_tile`` per image."""
+        return (grid.view(-1, 3)[:, 0] * self.tokens_per_tile).tolist()
+
+    def process(self, images: Sequence[Any]) -> tuple[Any, Any]:
+        out = self.image_processor(images=list(images), return_tensors="pt")
+        tiles = torch.as_tensor(out["num_patches"]).view(-1, 1)
+        return out["pixel_values"], torch.cat([tiles, torch.ones_like(tiles).repeat(1, 2)], 1)
+
+    def plan(self, width: int, height: int) -> tuple[int, int, int]:
+        """``(tiles, 1, 1)`` by the processor's own tile rule."""
+        return int(self.image_processor.get_number_of_image_patches(height, width, {})), 1, 1
+
+
+def check_mrope(family: PatchGrids | Tiles, mrope: bool) -> None:
+    """Raise ValueError when ``mrope=True`` is asked of a family whose model has 1-D positions."""
+    if mrope and not family.mrope:
+        raise ValueError(
+            f"mrope=True, but {family.name} models take 1-D positions (restarting per "
+            "document, as packs give them); pass mrope=False."
+        )
+
+
+def vision_family(processor: Any) -> PatchGrids | Tiles:
+    """The family of a transformers processor or image processor (see the module docstring).
+
+    Raises:
+        ValueError: a family packing cannot serve exactly yet (Gemma 3), or an unknown one.
+    """
+    name = type(processor).__name__
+    image_processor = getattr(processor, "image_processor", processor)
+    if name.startswith(("Gemma3", "PaliGemma")) or type(image_processor).__name__.startswith(
+        "Gemma3"
+    ):
+        raise ValueError(
+            f"{name}: Gemma 3 / PaliGemma image tokens attend to each other bidirectionally; "
+            "packed masks for that are not available yet, and a causal mask would change the "
+            "model, so this processor is refused."
+        )
+    if hasattr(image_processor, "merge_size"):
+        return PatchGrids(image_processor)
+    if isinstance(getattr(processor, "image_seq_length", None), int) and hasattr(
+        image_processor, "crop_to_patches"
+    ):  # InternVLProcessor and its GotOcr2 image processor
+        if not image_processor.crop_to_patches:
+            image_processor = _with_crop(image_processor)
+        return Tiles(image_processor, processor.image_seq_length)
+    raise ValueError(
+        f"{name}: not a supported VLM processor family; supported: Qwen2/2.5/3-VL image "
+        "processors (patch grids) and InternVL processors (InternVLProcessor: tiles). Pass the "
+        "whole processor (AutoProcessor), not only its image processor, for InternVL."
+    )
+
+
+def _with_crop(image_processor: Any) -> Any:
+    """A copy of an InternVL image processor that crops to tiles, as InternVLProcessor asks."""
+    import copy
+
+    out = copy.copy(image_processor)
+    out.crop_to_patches = True
+    return out

@@ -30,8 +30,10 @@ from energon_pack.attention._adapters import (
 from energon_pack.attention._compat import ModelReport, PackingNotExactError, check_model
 from energon_pack.attention._context_parallel import cp_partition_indices
 from energon_pack.attention._documents import (
+    BIDIRECTIONAL,
     DocumentMetadata,
     aligned_lengths,
+    bidirectional_blocks,
     document_metadata,
     position_ids_from_lengths,
 )
@@ -53,6 +55,7 @@ from energon_pack.attention._windows import (
 )
 
 __all__ = [
+    "BIDIRECTIONAL",
     "DEFAULT_BLOCK_SIZE",
     "HF_ATTENTION_IMPLEMENTATIONS",
     "LAYER_TYPES",
@@ -62,6 +65,7 @@ __all__ = [
     "PackingNotExactError",
     "additive_mask",
     "aligned_lengths",
+    "bidirectional_blocks",
     "block_causal_block_mask",
     "block_mask",
     "check_model",

@@ -47,8 +47,8 @@ from typing import Any
 import torch
 from torch.nn.attention.flex_attention import BlockMask
 
-from energon_pack.attention._compat import check_model
-from energon_pack.attention._documents import DocumentMetadata
+from energon_pack.attention._compat import ModelReport, check_model
+from energon_pack.attention._documents import DocumentMetadata, bidirectional_blocks
 from energon_pack.attention._flex import DEFAULT_BLOCK_SIZE, block_causal_block_mask
 from energon_pack.attention._layer_masks import hf_attention_mask
 from energon_pack.attention._masks import additive_mask, dense_block_causal_mask
@@ -184,15 +184,40 @@ def _hf_flash(meta: DocumentMetadata, *, mask_dtype: torch.dtype) -> dict[str, A
     }
 
 
+def _model_positions(report: ModelReport, meta: DocumentMetadata, tokens: torch.Tensor) -> Any:
+    """The positions the model gives each document alone: reset per slot, plus PaliGemma's
+    offset 1, or RoBERTa's rule: non-pad tokens counted from ``padding_idx + 1``, pad tokens
+    (and the row's padding) at ``padding_idx``. Example, RoBERTa (``padding_idx=1``), tokens
+    ``[5 6 7 | 8 9 | pad]``: ``2 3 4 2 3 1``."""
+    pad = report.position_padding_idx
+    if pad is None:
+        return meta.position_ids + report.position_offset
+    counted = ((tokens != pad) & (meta.segment_ids > 0)).to(torch.int64)
+    running = counted.cumsum(dim=1)
+    # the count before each slot's first token, carried along the slot (it never decreases)
+    start = torch.where(meta.position_ids == 0, running - counted, 0).cummax(dim=1).values
+    return (running - start) * counted + pad
+
+
 def _hf_for_model(
-    meta: DocumentMetadata, attn_implementation: str, config: Any, mask_dtype: torch.dtype
+    meta: DocumentMetadata,
+    tokens: torch.Tensor,
+    attn_implementation: str,
+    config: Any,
+    mask_dtype: torch.dtype,
+    token_type_ids: torch.Tensor | None,
 ) -> dict[str, Any]:
-    """The attention kwargs exact for the model of ``config`` (or PackingNotExactError)."""
+    """The attention kwargs and positions exact for the model of ``config`` (or
+    PackingNotExactError)."""
     report = check_model(config, attn_implementation, pack_size=meta.seq_idx.shape[1])
-    mask = hf_attention_mask(report, meta.seq_idx, mask_dtype=mask_dtype)
+    blocks = None
+    if report.bidirectional is not None:
+        blocks = bidirectional_blocks(meta.segment_ids, report.bidirectional, token_type_ids)
+    mask = hf_attention_mask(report, meta.seq_idx, blocks=blocks, mask_dtype=mask_dtype)
+    kwargs = {"position_ids": _model_positions(report, meta, tokens)}
     if mask is None:  # flash: transformers applies each layer's window per document
-        return _hf_flash(meta, mask_dtype=mask_dtype)
-    return {"attention_mask": mask}
+        return {**kwargs, **_hf_flash(meta, mask_dtype=mask_dtype)}
+    return {**kwargs, "attention_mask": mask}
 
 
 #: ``attn_implementation`` -> the attention kwargs of a transformers model for it (a mask, or
@@ -216,6 +241,7 @@ def hf_kwargs(
     *,
     mask_dtype: torch.dtype = torch.float32,
     config: Any = None,
+    token_type_ids: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """Kwargs for ``model(**...)`` of a transformers causal LM (see the module docstring).
 
@@ -233,7 +259,12 @@ def hf_kwargs(
         attn_implementation: one of :data:`HF_ATTENTION_IMPLEMENTATIONS`, as the model was
             loaded.
         mask_dtype: dtype of the eager additive mask.
-        config: the model or its config, to make the kwargs exact for it (see above).
+        config: the model or its config, to make the kwargs exact for it (see above): also
+            its bidirectional blocks (encoders, Gemma 3 image tokens, PaliGemma's prefix) and
+            its own positions (PaliGemma from 1, RoBERTa from ``padding_idx + 1``).
+        token_type_ids: ``(B, L)`` as the model's processor makes them, for models whose
+            mask reads them (Gemma 3 VLM, PaliGemma); the mask holds them, so they are not
+            passed on.
     """
     attention = _HF_ATTENTION.get(attn_implementation)
     if attention is None:
@@ -247,5 +278,7 @@ def hf_kwargs(
     if config is None:
         kwargs.update(attention(meta, mask_dtype=mask_dtype))
     else:
-        kwargs.update(_hf_for_model(meta, attn_implementation, config, mask_dtype))
+        kwargs.update(
+            _hf_for_model(meta, tokens, attn_implementation, config, mask_dtype, token_type_ids)
+        )
     return kwargs

@@ -79,6 +79,14 @@ class ModelReport:
     pack_size: int | None = None
     #: Conditions that made a feature exact (e.g. "LongRoPE: pack_size 64 <= 4096").
     notes: tuple[str, ...] = field(default=())
+    #: What attends both ways inside a document (``_documents.BIDIRECTIONAL``): ``"document"``
+    #: (encoders, Gemma 3 ``use_bidirectional_attention``), ``"image_tokens"`` (Gemma 3 VLM),
+    #: ``"prefix"`` (PaliGemma); None: causal.
+    bidirectional: str | None = None
+    #: Added to the reset positions (PaliGemma counts from 1).
+    position_offset: int = 0
+    #: RoBERTa's rule: positions count non-pad tokens from ``padding_idx + 1``; None: unused.
+    position_padding_idx: int | None = None
 
     @property
     def needs_mapping(self) -> bool:
@@ -90,6 +98,60 @@ def _config_of(model_or_config: Any) -> Any:
     config = getattr(model_or_config, "config", model_or_config)
     text = getattr(config, "get_text_config", None)
     return text(decoder=True) if callable(text) else config
+
+
+#: Encoder families (``is_decoder=False``) proven exact with whole-document blocks, and the
+#: ones among them whose positions follow RoBERTa's ``padding_idx`` rule.
+_ENCODERS = ("bert", "roberta", "xlm-roberta", "camembert", "data2vec-text")
+_PADDING_IDX_POSITIONS = ("roberta", "xlm-roberta", "camembert", "data2vec-text")
+
+
+@functools.cache
+def _switches_on_is_decoder(config_class: type) -> bool:
+    """Whether the base model of ``config_class`` is causal only with ``is_decoder=True``."""
+    auto = importlib.import_module("transformers.models.auto.modeling_auto")
+    try:
+        return "self.config.is_decoder" in inspect.getsource(auto.MODEL_MAPPING[config_class])
+    except (KeyError, TypeError, OSError):
+        return False
+
+
+def _bidirectional(outer: Any, config: Any, impl: str) -> str | None:
+    """What attends both ways in a document (None: causal), or PackingNotExactError."""
+    outer_type, model_type = getattr(outer, "model_type", ""), getattr(config, "model_type", "")
+    kind = {"gemma3": "image_tokens", "paligemma": "prefix"}.get(outer_type)
+    encoder = not getattr(config, "is_decoder", True) and _switches_on_is_decoder(type(config))
+    if kind is None and (encoder or getattr(config, "use_bidirectional_attention", False)):
+        kind = "document"
+    if kind is None:
+        return None
+    proven = kind != "document" or model_type in (*_ENCODERS, "gemma3_text")
+    if outer_type == "gemma3" and getattr(config, "use_bidirectional_attention", False):
+        proven = False  # the VLM builds causal + image masks whatever the text config says
+    if not proven:
+        raise PackingNotExactError(
+            f"bidirectional attention ({outer_type or model_type})",
+            "its documents attend both ways in a way energon-pack has not verified for this "
+            "model type",
+            "train it unpacked, or verify it packed against each document alone",
+        )
+    if impl in _FLASH_IMPLEMENTATIONS:
+        raise PackingNotExactError(
+            f"bidirectional attention ({kind}) with flash-attn",
+            "varlen flash-attn is causal or not per document and cannot keep the row's "
+            "padding out of a bidirectional document",
+            "use sdpa, eager or flex_attention (their masks hold the bidirectional blocks)",
+        )
+    return kind
+
+
+def _positions(outer: Any, config: Any) -> tuple[int, int | None]:
+    """(offset, padding_idx) of the positions the model makes for a document alone."""
+    if getattr(outer, "model_type", "") == "paligemma":
+        return 1, None
+    if getattr(config, "model_type", "") in _PADDING_IDX_POSITIONS:
+        return 0, int(config.pad_token_id)
+    return 0, None
 
 
 def _num_layers(config: Any) -> int:
@@ -110,12 +172,19 @@ def _layer_types(config: Any) -> tuple[str, ...]:
     return ("full_attention",) * n
 
 
-def _local_of(config: Any, layer_type: str) -> LocalAttention:
+def _local_of(
+    config: Any, layer_type: str, pack_size: int | None, both_ways: bool
+) -> LocalAttention:
+    """The layer type's window / chunk; one no pack can exceed is dropped (it never binds)."""
+    window = chunk = None
     if layer_type == "sliding_attention":
-        return LocalAttention(window=int(config.sliding_window))
+        window = int(config.sliding_window)
     if layer_type == "chunked_attention":
-        return LocalAttention(chunk=int(config.attention_chunk_size))
-    return LocalAttention()
+        chunk = int(config.attention_chunk_size)
+    if pack_size is not None:
+        window = None if window is not None and window >= pack_size else window
+        chunk = None if chunk is not None and chunk >= pack_size else chunk
+    return LocalAttention(window=window, chunk=chunk, both_ways=both_ways and window is not None)
 
 
 def _rope_parameters(config: Any) -> list[dict[str, Any]]:
@@ -235,6 +304,7 @@ def check_model(
     why packing would change the result, and what to do (see the module docstring).
     """
     config = _config_of(model_or_config)
+    outer = getattr(model_or_config, "config", model_or_config)
     impl = attn_implementation or getattr(config, "_attn_implementation", None) or "sdpa"
     if impl not in _CPU_IMPLEMENTATIONS + _FLASH_IMPLEMENTATIONS:
         raise ValueError(
@@ -248,9 +318,12 @@ def check_model(
     notes: list[str] = []
     rope_types = _check_rope(config, pack_size, notes)
     _check_temperature_tuning(config, pack_size, notes)
-    local = {t: _local_of(config, t) for t in present}
+    bidirectional = _bidirectional(outer, config, impl)
+    both_ways = bidirectional == "document"
+    local = {t: _local_of(config, t, pack_size, both_ways) for t in present}
     _check_flash_chunks(impl, local, pack_size)
-    accepts = _forward_takes_mapping(type(config))
+    accepts = _forward_takes_mapping(type(outer))
+    offset, padding_idx = _positions(outer, config)
     report = ModelReport(
         model_type=getattr(config, "model_type", type(config).__name__),
         attn_implementation=impl,
@@ -260,6 +333,9 @@ def check_model(
         accepts_mask_mapping=accepts,
         pack_size=pack_size,
         notes=tuple(notes),
+        bidirectional=bidirectional,
+        position_offset=offset,
+        position_padding_idx=padding_idx,
     )
     if report.needs_mapping and not accepts and impl not in _FLASH_IMPLEMENTATIONS:
         raise PackingNotExactError(

@@ -48,11 +48,14 @@ DEFAULT_BLOCK_SIZE = 128
 
 
 def _mask_mod(
-    seq_idx: torch.Tensor, local: LocalAttention = FULL_ATTENTION
+    seq_idx: torch.Tensor,
+    local: LocalAttention = FULL_ATTENTION,
+    blocks: torch.Tensor | None = None,
 ) -> Callable[..., torch.Tensor]:
-    """The FlexAttention ``mask_mod``: same slot and key not after query (and ``local``)."""
-    if not local.is_full:
-        return local_mask_mod(seq_idx, local)
+    """The FlexAttention ``mask_mod``: same slot and key not after query (and ``local``, and
+    the bidirectional ``blocks``)."""
+    if not local.is_full or blocks is not None:
+        return local_mask_mod(seq_idx, local, blocks)
 
     def document_causal(
         b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
@@ -62,13 +65,32 @@ def _mask_mod(
     return document_causal
 
 
-def _padded_seq_idx(seq_idx: torch.Tensor, block_size: int) -> torch.Tensor:
+def _padded_seq_idx(seq_idx: torch.Tensor, block_size: int, value: int = -1) -> torch.Tensor:
     if seq_idx.dim() != 2:
         raise ValueError(f"seq_idx must have shape (B, L), got {tuple(seq_idx.shape)}")
     length = seq_idx.shape[1]
     pad = -length % block_size
     # kernels may call the mask function on the last tile's out-of-range indices
-    return torch.nn.functional.pad(seq_idx, (0, pad), value=-1) if pad else seq_idx
+    return torch.nn.functional.pad(seq_idx, (0, pad), value=value) if pad else seq_idx
+
+
+def _padded_blocks(blocks: torch.Tensor | None, block_size: int) -> torch.Tensor | None:
+    return None if blocks is None else _padded_seq_idx(blocks, block_size, value=0)
+
+
+def _later_tiles(blocks: torch.Tensor, block_size: int) -> torch.Tensor:
+    """(B, nb_q, nb_kv) bool: a bidirectional block has tokens in the query tile and in a
+    *later* key tile. Block ids never decrease along a row (0s aside), so that block is the
+    query tile's largest id and the key tile's smallest non-zero id."""
+    tiles = _padded_blocks(blocks, block_size)
+    tiles = tiles.view(tiles.shape[0], -1, block_size)
+    largest = tiles.max(-1).values
+    big = torch.iinfo(tiles.dtype).max
+    smallest = torch.where(tiles > 0, tiles, big).min(-1).values
+    nb = tiles.shape[1]
+    later = torch.arange(nb, device=blocks.device)
+    later = later.view(1, nb) > later.view(nb, 1)
+    return later & (largest[:, :, None] == smallest[:, None, :]) & (largest[:, :, None] > 0)
 
 
 def block_causal_block_mask(
@@ -76,6 +98,7 @@ def block_causal_block_mask(
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
     local: LocalAttention = FULL_ATTENTION,
+    blocks: torch.Tensor | None = None,
 ) -> BlockMask:
     """Return the document-causal ``BlockMask`` of shape ``(B, 1, L, L)``.
 
@@ -86,6 +109,9 @@ def block_causal_block_mask(
         local: a sliding window or chunks inside each document (``_windows``); the mask
             function gets the window/chunk term, tiles beyond reach are skipped and a tile
             is "full" only when the whole tile lies inside the window and one chunk.
+        blocks: ``(B, L)`` bidirectional blocks (see ``document_causal_mask``), ids never
+            decreasing along a row apart from 0s (``bidirectional_blocks`` builds them so);
+            key tiles after the query tile are visited where one block reaches them.
     """
     batch, length = seq_idx.shape
     padded = _padded_seq_idx(seq_idx, block_size)
@@ -99,6 +125,8 @@ def block_causal_block_mask(
     kb = torch.arange(nb, device=device).view(1, nb)
     # (B, nb_q, nb_kv)
     any_pair = (kb <= qb) & (last[:, None, :] >= first[:, :, None])
+    if blocks is not None:
+        any_pair = any_pair | _later_tiles(blocks, block_size)
     # a tile cut by the row end is never full: its out-of-range queries match nothing
     single_slot = (first == last) & (tile_starts + block_size <= length)
     full = (
@@ -127,7 +155,7 @@ def block_causal_block_mask(
         full_num,
         full_idx,
         BLOCK_SIZE=block_size,
-        mask_mod=_mask_mod(padded, local),
+        mask_mod=_mask_mod(padded, local, _padded_blocks(blocks, block_size)),
         seq_lengths=(length, length),
     )
 
@@ -151,7 +179,9 @@ def _restrict_tiles(
     qb = torch.arange(nb, device=seq_idx.device).view(nb, 1)
     kb = qb.view(1, nb)
     reach = min(x for x in (local.window, local.chunk) if x is not None)
-    nearest = (qb - kb - 1) * block_size + 1  # (nb, nb): q tile start - k tile end
+    # (nb, nb): q tile start - k tile end (both ways: the distance to the nearer end)
+    gap = (qb - kb).abs() if local.both_ways else qb - kb
+    nearest = (gap - 1) * block_size + 1
     farthest = (qb - kb + 1) * block_size - 1
     any_pair = any_pair & (nearest < reach)
     if local.window is not None:
@@ -165,6 +195,11 @@ def _restrict_tiles(
         # so a later chunk there means no pair
         same = seq_idx[:, starts][:, :, None] == seq_idx[:, ends][:, None, :]
         any_pair = any_pair & ~(same & (chunk_first[:, :, None] > chunk_last[:, None, :]))
+        # a later key tile (bidirectional blocks): the query tile's last and the key tile's
+        # first token lie in the pair's slot
+        same = seq_idx[:, ends][:, :, None] == seq_idx[:, starts][:, None, :]
+        later = (kb > qb) & (~same | (chunk_last[:, :, None] < chunk_first[:, None, :]))
+        any_pair = any_pair & ~later
     return any_pair, full & any_pair
 
 
@@ -173,12 +208,13 @@ def reference_block_mask(
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
     local: LocalAttention = FULL_ATTENTION,
+    blocks: torch.Tensor | None = None,
 ) -> BlockMask:
     """Same mask through ``create_block_mask`` (evaluates all L*L pairs; for tests)."""
     batch, length = seq_idx.shape
     padded = _padded_seq_idx(seq_idx, block_size)
     return create_block_mask(
-        _mask_mod(padded, local),
+        _mask_mod(padded, local, _padded_blocks(blocks, block_size)),
         batch,
         None,
         length,

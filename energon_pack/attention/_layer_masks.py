@@ -43,17 +43,19 @@ def local_attention_mask(
     attn_implementation: str,
     local: LocalAttention = FULL_ATTENTION,
     *,
+    blocks: torch.Tensor | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     mask_dtype: torch.dtype = torch.float32,
 ) -> Mask:
     """One layer type's mask in the form ``attn_implementation`` reads.
 
     ``"sdpa"``: ``(B, 1, L, L)`` bool; ``"eager"``: the same, additive in ``mask_dtype``;
-    ``"flex_attention"``: a ``BlockMask`` built from tiles (no ``L x L`` object).
+    ``"flex_attention"``: a ``BlockMask`` built from tiles (no ``L x L`` object). ``blocks``:
+    the bidirectional blocks (``bidirectional_blocks``), None for a causal model.
     """
     if attn_implementation == "flex_attention":
-        return block_causal_block_mask(seq_idx, block_size=block_size, local=local)
-    mask = document_causal_mask(seq_idx, local)
+        return block_causal_block_mask(seq_idx, block_size=block_size, local=local, blocks=blocks)
+    mask = document_causal_mask(seq_idx, local, blocks)
     if attn_implementation == "eager":
         return additive_mask(mask, mask_dtype)
     if attn_implementation == "sdpa":
@@ -68,13 +70,15 @@ def hf_attention_mask(
     report: ModelReport,
     seq_idx: torch.Tensor,
     *,
+    blocks: torch.Tensor | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     mask_dtype: torch.dtype = torch.float32,
 ) -> Mask | dict[str, Mask] | None:
     """The ``attention_mask`` kwarg for the model of ``report`` (see the module docstring).
 
-    ``seq_idx``: ``(B, L)`` slot index per token. Layer types sharing one restriction share
-    one mask object.
+    ``seq_idx``: ``(B, L)`` slot index per token; ``blocks``: the bidirectional blocks of
+    ``report.bidirectional`` (``bidirectional_blocks``). Layer types sharing one restriction
+    share one mask object.
     """
     impl = report.attn_implementation
     if impl.startswith("flash_attention"):
@@ -83,7 +87,7 @@ def hf_attention_mask(
     for local in report.local.values():
         if local not in built:
             built[local] = local_attention_mask(
-                seq_idx, impl, local, block_size=block_size, mask_dtype=mask_dtype
+                seq_idx, impl, local, blocks=blocks, block_size=block_size, mask_dtype=mask_dtype
             )
     if not report.needs_mapping:
         return next(iter(built.values()))

@@ -61,6 +61,9 @@ class LocalAttention:
     window: int | None = None
     #: Chunk size ``C``: query and key must share ``position // C`` inside their document.
     chunk: int | None = None
+    #: The window also bounds keys *after* the query (``|q - k| < W``), as in models whose
+    #: whole documents are bidirectional (Gemma 3 ``use_bidirectional_attention``).
+    both_ways: bool = False
 
     def __post_init__(self) -> None:
         for name in ("window", "chunk"):
@@ -100,28 +103,44 @@ def _allowed(
     q_pos: torch.Tensor,
     kv_pos: torch.Tensor,
     local: LocalAttention,
+    same_block: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The shared predicate of the dense and the Flex form (indices broadcast)."""
-    out = same_slot & (kv_idx <= q_idx)
+    """The shared predicate of the dense and the Flex form (indices broadcast):
+    ``same slot & (causal | same bidirectional block) & window & chunk``."""
+    forward = kv_idx <= q_idx
+    if same_block is not None:
+        forward = forward | same_block
+    out = same_slot & forward
     if local.window is not None:
         # inside one slot index distance == position distance
         out = out & (q_idx - kv_idx < local.window)
+        if local.both_ways:
+            out = out & (kv_idx - q_idx < local.window)
     if local.chunk is not None:
         out = out & (q_pos // local.chunk == kv_pos // local.chunk)
     return out
 
 
+def _same_block(q_block: torch.Tensor, kv_block: torch.Tensor) -> torch.Tensor:
+    return (q_block == kv_block) & (q_block > 0)
+
+
 def document_causal_mask(
-    seq_idx: torch.Tensor, local: LocalAttention = FULL_ATTENTION
+    seq_idx: torch.Tensor,
+    local: LocalAttention = FULL_ATTENTION,
+    blocks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``(B, 1, L, L)`` bool mask (True = may attend): document-causal, within ``local``.
 
-    ``seq_idx``: ``(B, L)`` slot index per token (``DocumentMetadata.seq_idx``). With
-    ``LocalAttention()`` this equals ``dense_block_causal_mask`` (tested). Costs ``B * L^2``
-    bytes; eager attention wants :func:`additive_mask` of it.
+    ``seq_idx``: ``(B, L)`` slot index per token (``DocumentMetadata.seq_idx``). ``blocks``:
+    ``(B, L)`` int64 bidirectional blocks (``bidirectional_blocks``; 0 = causal token): tokens
+    of one block and slot also see each other's later tokens. With ``LocalAttention()`` and
+    no blocks this equals ``dense_block_causal_mask`` (tested). Costs ``B * L^2`` bytes; eager
+    attention wants :func:`additive_mask` of it.
     """
     pos = slot_positions(seq_idx)
     index = torch.arange(seq_idx.shape[1], device=seq_idx.device)
+    same_block = None if blocks is None else _same_block(blocks[:, :, None], blocks[:, None, :])
     mask = _allowed(
         seq_idx[:, :, None] == seq_idx[:, None, :],
         index[:, None],
@@ -129,16 +148,20 @@ def document_causal_mask(
         pos[:, :, None],
         pos[:, None, :],
         local,
+        same_block,
     )
     return mask[:, None]
 
 
 def local_mask_mod(
-    seq_idx: torch.Tensor, local: LocalAttention = FULL_ATTENTION
+    seq_idx: torch.Tensor,
+    local: LocalAttention = FULL_ATTENTION,
+    blocks: torch.Tensor | None = None,
 ) -> Callable[..., torch.Tensor]:
     """FlexAttention ``mask_mod(b, h, q_idx, kv_idx)`` of :func:`document_causal_mask`.
 
-    ``seq_idx`` may be padded past ``L`` (``-1``) so the kernel can index its last tile.
+    ``seq_idx`` (and ``blocks``) may be padded past ``L`` (``-1``, ``0``) so the kernel can
+    index its last tile.
     """
     pos = slot_positions(seq_idx)
 
@@ -146,7 +169,8 @@ def local_mask_mod(
         b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
     ) -> torch.Tensor:
         same = seq_idx[b, q_idx] == seq_idx[b, kv_idx]
-        return _allowed(same, q_idx, kv_idx, pos[b, q_idx], pos[b, kv_idx], local)
+        block = None if blocks is None else _same_block(blocks[b, q_idx], blocks[b, kv_idx])
+        return _allowed(same, q_idx, kv_idx, pos[b, q_idx], pos[b, kv_idx], local, block)
 
     return document_local
 

@@ -76,6 +76,9 @@ class PackedTextBatch(Batch):
     #: What packing counted for these packs (the sum of the packs' ``counts``; see
     #: :class:`~energon_pack.samples.PackingCounts`). A record of the run, not content.
     counts: PackingCounts = dataclasses.field(default_factory=PackingCounts)
+    #: (B, L) int64 the packs' ``token_type_ids`` (0 on padding), or None; ``hf_kwargs`` builds
+    #: the bidirectional blocks of Gemma 3 VLMs and PaliGemma from them.
+    token_type_ids: torch.Tensor | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # explicit class: zero-argument super() fails in slots dataclasses before Python 3.14
@@ -237,6 +240,7 @@ class PackedTextBatch(Batch):
             ),
             sample_keys=[list(p.sample_keys) for p in packs],
             counts=PackingCounts.total(p.counts for p in packs),
+            token_type_ids=_stack_token_types(packs, length),
             **cls.modality_fields(packs, length),
         )
 
@@ -260,6 +264,7 @@ class PackedTextBatch(Batch):
     ) -> dict[str, Any]:
         """Kwargs for ``model(**...)``; see :func:`energon_pack.attention.hf_kwargs`."""
         labels = self.labels if with_labels else None
+        options.setdefault("token_type_ids", self.token_type_ids)
         return hf_kwargs(self.metadata, self.tokens, labels, attn_implementation, **options)
 
     def block_mask(self, *, block_size: int = DEFAULT_BLOCK_SIZE) -> BlockMask:
@@ -332,6 +337,22 @@ def _stack_mrope(packs: Sequence[PackedCaptioningSample], length: int) -> torch.
         # padding continues the count after the row's largest position
         mrope[:, r, n:] = p.mrope_position_ids.max() + 1 + torch.arange(length - n)
     return mrope
+
+
+def _stack_token_types(packs: Sequence[PackedTextSample], length: int) -> torch.Tensor | None:
+    """(B, L) token types, 0 on tail padding; None if no pack has them."""
+    missing = [p.__key__ for p in packs if p.token_type_ids is None]
+    if len(missing) == len(packs):
+        return None
+    if missing:
+        raise ValueError(
+            f"pack {missing[0]!r} has no token_type_ids but other packs of the batch do; "
+            "give every document token_type_ids"
+        )
+    out = torch.zeros(len(packs), length, dtype=torch.int64)
+    for r, p in enumerate(packs):
+        out[r, : p.length] = p.token_type_ids
+    return out
 
 
 def _check_packs(cls: type[PackedTextBatch], packs: Sequence[PackedTextSample]) -> None:

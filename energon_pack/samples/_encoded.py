@@ -41,6 +41,9 @@ class EncodedSample(Sample):
     #: (n,) bool; True where tokens[i] is a prediction target (may be predicted from position
     #: i-1). tokens[0] is never predicted whatever loss_mask[0] says.
     loss_mask: torch.Tensor
+    #: (n,) int64 token types as the model's processor returns them, for models whose
+    #: attention reads them (Gemma 3: 1 on image tokens; PaliGemma: 0 on the prefix), or None.
+    token_type_ids: torch.Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -64,7 +67,12 @@ class EncodedSample(Sample):
         Call it on a base explicitly (``EncodedSample.slice_fields(self, start, end)``): zero
         argument ``super()`` fails in slots dataclasses before Python 3.14.
         """
-        return {"tokens": self.tokens[start:end], "loss_mask": self.loss_mask[start:end]}
+        types = None if self.token_type_ids is None else self.token_type_ids[start:end]
+        return {
+            "tokens": self.tokens[start:end],
+            "loss_mask": self.loss_mask[start:end],
+            "token_type_ids": types,
+        }
 
     def slice(self, start: int, end: int, *, key: str | None = None) -> EncodedSample:
         """A new document of this type: tokens ``[start, end)`` and exactly the media inside.

@@ -90,6 +90,9 @@ class PackedTextSample(Sample):
     #: What the worker counted since its previous pack (set by the task encoder; None when
     #: built outside one). A record of the run, not content: ``restore_sample`` gives zeros.
     counts: PackingCounts | None = None
+    #: (n,) int64 the documents' ``token_type_ids`` (0 on alignment padding), or None when
+    #: the documents have none.
+    token_type_ids: torch.Tensor | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # explicit class: zero-argument super() fails in slots dataclasses before Python 3.14
@@ -140,6 +143,7 @@ class PackedTextSample(Sample):
             doc_lengths=lengths,
             doc_lengths_padded=padded,
             sample_keys=keys,
+            token_type_ids=_token_types(samples, layout),
             **cls.modality_fields(samples, layout, **options),
         )
 
@@ -289,6 +293,27 @@ def _tokens_and_labels(
         out_labels[real] = labels
         tokens, labels = out_tokens, out_labels
     return torch.from_numpy(tokens), torch.from_numpy(labels)
+
+
+def _token_types(samples: Sequence[EncodedSample], layout: PackLayout) -> torch.Tensor | None:
+    """The documents' ``token_type_ids`` at their pack offsets (0 on padding), or None."""
+    missing = [s.__key__ for s in samples if s.token_type_ids is None]
+    if len(missing) == len(samples):
+        return None
+    if missing:
+        raise ValueError(
+            f"sample {missing[0]!r} has no token_type_ids but other documents of its pack "
+            "do; give every document token_type_ids (zeros for text-only ones)"
+        )
+    out = torch.zeros(sum(layout.padded), dtype=torch.int64)
+    for s, start, n in zip(samples, layout.starts, layout.lengths):
+        if s.token_type_ids.shape != (n,):
+            raise ValueError(
+                f"sample {s.__key__!r}: token_type_ids {tuple(s.token_type_ids.shape)} for "
+                f"{n} tokens; give one type per token"
+            )
+        out[start : start + n] = s.token_type_ids
+    return out
 
 
 def pack_documents(

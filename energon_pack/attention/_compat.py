@@ -21,6 +21,8 @@ temperature tuning          ``floor_scale`` only in long rows
 ALiBi in Bloom / Falcon     the bias is built from a 2-D padding mask, so no document mask
                             can be given (a 4-D mask crashes ``build_alibi_tensor``)
 chunked + flash-attn        flash-attn has no chunked mode
+bidirectional + flash-attn  varlen flash-attn is causal or not per sequence: it cannot hold
+                            image / prefix blocks (encoders, Gemma 3, PaliGemma: use masks)
 ==========================  ================================================================
 
 The rope cases are exact when no pack can pass the limit: give ``pack_size``. Example::
@@ -338,10 +340,14 @@ def check_model(
         position_padding_idx=padding_idx,
     )
     if report.needs_mapping and not accepts and impl not in _FLASH_IMPLEMENTATIONS:
+        reach = min(
+            min(x.window or x.chunk, x.chunk or x.window) for x in local.values() if not x.is_full
+        )
         raise PackingNotExactError(
-            f"layer types {present} in {report.model_type}",
+            f"layer types {present} in {getattr(outer, 'model_type', report.model_type)}",
             "its layers need different masks but its forward takes a single attention_mask",
-            "use a flash_attention implementation (windows are applied per document), or "
-            "train unpacked",
+            f"use packs of at most {reach} tokens (windows and chunks then never bind), a "
+            "flash_attention implementation (windows are applied per document; "
+            "causal models only), or train unpacked",
         )
     return report

@@ -34,6 +34,12 @@ IMPLS = ("sdpa", "eager", "flex_attention")
 ROWS = [[20, 12], [7, 3]]
 IMAGE, BOI, EOI = 90, 91, 92  # token ids of the tiny VLMs (inside the vocabulary)
 TOKENS_PER_IMAGE = 4
+SLOW = pytest.mark.slow
+
+
+def _cells(*prefix: str, impls: tuple[str, ...] = IMPLS) -> list:
+    """``(*prefix, impl)`` parameters; flex runs unfused on CPU (seconds each): marked slow."""
+    return [pytest.param(*prefix, i, marks=SLOW if i == "flex_attention" else ()) for i in impls]
 
 
 def test_blocks_worked_example() -> None:
@@ -204,7 +210,7 @@ def _max_difference(model, impl, docs, pad_to=34, alone=None, **extra) -> float:
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
-@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("impl", _cells())
 def test_gemma3_text_bidirectional(fast_flex, impl: str) -> None:
     model = _model("Gemma3ForCausalLM", _gemma3_text(use_bidirectional_attention=True), impl)
     report = check_model(model, impl, pack_size=34)
@@ -231,7 +237,8 @@ COPIES = [
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 @pytest.mark.parametrize(
     ("model_class", "config_class", "extra", "impl"),
-    [(*e, impl) for e in ENCODERS for impl in IMPLS] + [(*e, "sdpa") for e in COPIES],
+    [p for e in ENCODERS for p in _cells(*e)]
+    + [p for e in COPIES for p in _cells(*e, impls=("sdpa",))],
 )
 def test_encoders_and_padding_idx_positions(
     fast_flex, impl: str, model_class: str, config_class: str, extra: dict
@@ -293,7 +300,7 @@ def _alone(size: int):
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
-@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("impl", _cells())
 def test_gemma3_vlm_image_tokens(fast_flex, impl: str) -> None:
     model = _model("Gemma3ForConditionalGeneration", _gemma3_vlm(), impl)
     report = check_model(model, impl, pack_size=34)
@@ -326,9 +333,8 @@ def _prefix_doc(key: str, n: int, gen) -> EncodedSample:
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 @pytest.mark.parametrize(
     ("text", "impl"),
-    [("gemma", impl) for impl in IMPLS]
     # Gemma 2 has no sdpa in transformers (softcapping)
-    + [("gemma2 (window 64)", impl) for impl in ("eager", "flex_attention")],
+    _cells("gemma") + _cells("gemma2 (window 64)", impls=("eager", "flex_attention")),
 )
 def test_paligemma_prefix(fast_flex, impl: str, text: str) -> None:
     config = (
@@ -350,7 +356,7 @@ def test_refusals_name_the_mechanism() -> None:
     windowed = _paligemma(
         "gemma2", sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention"]
     )
-    with pytest.raises(PackingNotExactError, match="takes a single attention_mask"):
+    with pytest.raises(PackingNotExactError, match="single attention_mask.*at most 8 tokens"):
         check_model(windowed, "sdpa", pack_size=34)
     check_model(windowed, "sdpa", pack_size=WINDOW)  # the window never binds
     bidirectional = _gemma3_text(use_bidirectional_attention=True)

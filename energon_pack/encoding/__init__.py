@@ -47,6 +47,7 @@ from energon_pack.encoding._stateless import (
 from energon_pack.encoding._stats import (
     PackingStats,
     logger,
+    rebuilding,
     restoring_item,
 )
 from energon_pack.encoding._tokenization import (
@@ -81,6 +82,7 @@ __all__ = [
     "MediaProcessor",
     "PackingStats",
     "PatchGrids",
+    "rebuilding",
     "PendingPixels",
     "ProcessedMedia",
     "resolve_light_media",

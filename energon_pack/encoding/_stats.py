@@ -10,7 +10,8 @@ reach the training loop on the items instead: every pack carries the
 over the batches gives the loader's totals. They also reach the log (logger
 ``energon_pack.stats``, one INFO line every ``log_every`` packs per process). Restoring a loader
 re-runs ``encode_sample`` on the samples of the packing buffer, so those samples are counted
-again after a restore; ``restore_sample`` counts nothing (see :func:`restoring_item`).
+again after a restore; ``restore_sample`` counts nothing (see :func:`restoring_item`), and
+neither does the re-encoding a restore does to refill buffers (see :func:`rebuilding`).
 
 Samples that energon's error handler skips (a corrupt image, invalid UTF-8, an exception in
 ``encode_document``) are counted too (``skipped``, with key and reason in ``skipped_samples``):
@@ -27,10 +28,11 @@ Worked example, pack size 8, two packs holding documents of lengths ``[5, 3]`` a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +40,7 @@ from megatron.energon import WorkerConfig
 
 from energon_pack.samples import PackingCounts
 
-__all__ = ["PackingStats", "logger", "restoring_item"]
+__all__ = ["PackingStats", "logger", "rebuilding", "restoring_item"]
 
 #: The logger the encoders report to (drops, truncations, periodic summaries).
 logger = logging.getLogger("energon_pack.stats")
@@ -222,10 +224,27 @@ for _name in _COUNTERS:
 
 
 def restoring_item() -> bool:
-    """Whether energon is rebuilding an item with ``restore_sample`` right now.
+    """Whether energon is rebuilding an item with ``restore_sample``, or re-encoding buffered
+    samples after a restore (:func:`rebuilding`), right now.
 
     energon 7.4.1 activates the worker config with an ``override_global_rank`` only there (the
     loader's ``restore_sample``); the encoders then count nothing, since the item was counted
     when it was first made.
     """
-    return getattr(WorkerConfig, "_worker_override_global_rank", None) is not None
+    override = getattr(WorkerConfig, "_worker_override_global_rank", None) is not None
+    return override or _rebuilding > 0
+
+
+_rebuilding = 0
+
+
+@contextlib.contextmanager
+def rebuilding() -> Iterator[None]:
+    """Mark re-encoding of samples that were already counted (energon refilling buffers after a
+    restore): :func:`restoring_item` is True inside, so the encoders count nothing."""
+    global _rebuilding
+    _rebuilding += 1
+    try:
+        yield
+    finally:
+        _rebuilding -= 1

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from megatron.energon import TaskEncoder, stateless
+from megatron.energon.task_encoder.base import get_failure_tolerance, get_stateless
 
 from energon_pack.algorithms import MediaLoad, PackingSpec, pack_lengths
 from energon_pack.encoding import (
@@ -102,6 +103,10 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     #: True when the buffer holds light documents (media planned, not decoded):
     #: :meth:`postencode_document` then materializes each member of a selected pack.
     light_media: bool = False
+    #: Fingerprint entries (names or prefixes, e.g. ``{"packing.pack_size"}``, ``{"packing"}``,
+    #: ``{"*"}``) that may differ between a saved loader state and the loader restoring it; set
+    #: it on the encoder before building the loader to resume with a change on purpose.
+    resume_accept_changes: frozenset[str] = frozenset()
 
     def __init__(self, config: PackingSpec | None = None, **config_fields: Any) -> None:
         if config is None:
@@ -146,17 +151,19 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         resumes an interrupted generator under the wrong index (see ``SeedSource``). Under
         ``overlong="error"`` an over-long sample stops the loader (``FatalOverlongSampleError``).
         """
-        stats = self._stats_now()
-        stats.samples += 1
+        # The stats are looked up at each count: after a restore, energon re-runs an interrupted
+        # generator up to where it stopped (counted before) and then on (counted now).
+        self._stats_now().samples += 1
         result = self.encode_document(sample)
         docs = [result] if isinstance(result, EncodedSample) else result
         for doc in docs:
             if len(doc.tokens) == 0:
-                stats.record_drop(doc.__key__, "encoded to zero tokens", kind="empty")
+                self._stats_now().record_drop(doc.__key__, "encoded to zero tokens", kind="empty")
                 continue
             for piece in apply_overlong_policy(
-                doc, self.config.pack_size, self.config.overlong, stats
+                doc, self.config.pack_size, self.config.overlong, self._stats_now()
             ):
+                stats = self._stats_now()
                 if self.config.has_media_budgets and self._over_media_budget(piece, stats):
                     continue
                 stats.documents += 1
@@ -280,18 +287,65 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         return self.config.slots(len(sample.tokens))
 
     def build_train_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
-        """energon's, with every stage's error handler counting skipped samples.
+        """energon's, with every stage's error handler counting skipped samples, and the
+        wrappers of :mod:`energon_pack.wrappers._resume` for exact resume.
 
         See :class:`~energon_pack.encoding.SkipCounter`: skipped samples are counted in
         ``stats.skipped`` (and the items' ``counts``), and ``overlong="error"`` stops the run.
         """
         with counting_skips(self, worker_config):
-            return super().build_train_datasets(worker_config=worker_config, **kwargs)
+            return self._resumable(super().build_train_datasets, worker_config, kwargs)
 
     def build_val_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
-        """energon's, with the error handler of :meth:`build_train_datasets`."""
+        """energon's, with the error handler and wrappers of :meth:`build_train_datasets`."""
         with counting_skips(self, worker_config):
-            return super().build_val_datasets(worker_config=worker_config, **kwargs)
+            return self._resumable(super().build_val_datasets, worker_config, kwargs)
+
+    def _resumable(self, build: Any, worker_config: Any, kwargs: dict[str, Any]) -> Any:
+        """``build(...)`` between a :class:`ResumeGuard` and a :class:`SourceEndGuard` per reader
+        (inserted by :meth:`_load_dataset`), with the configuration's fingerprint."""
+        from energon_pack.wrappers import ResumeClock, ResumeGuard, fingerprint
+
+        self._resume_clock = ResumeClock()
+        dataset = build(worker_config=worker_config, **kwargs)
+        print_ = fingerprint(
+            encoder=self,
+            packing=self.config,
+            packing_buffer_size=kwargs.get("packing_buffer_size"),
+            shuffle_buffer_size=kwargs.get("shuffle_buffer_size"),
+            num_workers=worker_config.num_workers,
+            world_size=worker_config.world_size,
+            rank=worker_config.rank,
+        )
+        return ResumeGuard(
+            dataset,
+            clock=self._resume_clock,
+            fingerprint=print_,
+            accept=frozenset(self.resume_accept_changes),
+            worker_config=worker_config,
+        )
+
+    def _load_dataset(self, dataset: Any, worker_rotation_offset: int, worker_config: Any) -> Any:
+        """energon's reader (energon 7.4 internal hook), under a :class:`SourceEndGuard`."""
+        from energon_pack.wrappers import ResumeClock, SourceEndGuard
+
+        inner = super()._load_dataset(dataset, worker_rotation_offset, worker_config)
+        clock = getattr(self, "_resume_clock", None) or ResumeClock()
+        return SourceEndGuard(inner, clock=clock, worker_config=worker_config)
+
+    def build_encode_sample(self, dataset: Any, *, worker_config: Any) -> Any:
+        """energon's ``MapDataset(encode_sample)`` as an :class:`EncodeMapDataset` (same keys
+        as the uninterrupted run after a resume, re-encoding at restore not counted)."""
+        from energon_pack.wrappers import EncodeMapDataset
+
+        encode = self.encode_sample
+        return EncodeMapDataset(
+            dataset,
+            encode,
+            worker_config=worker_config,
+            stateless_map_fn=get_stateless(encode),
+            failure_tolerance=get_failure_tolerance(encode, self.__default_failure_tolerance__),
+        )
 
     def build_batch(
         self,

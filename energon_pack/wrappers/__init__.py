@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """energon dataset wrappers: the carry-over packing dataset that the task encoders insert in
-``build_batch`` when ``carry_over=CarryOver(...)`` is set.
+``build_batch`` when ``carry_over=CarryOver(...)`` is set, and the wrappers that make a resume
+exact (no replay at the end of an epoch, same restore keys, exact counts, configuration check).
 """
 
 from energon_pack.wrappers._carry_over import (
@@ -14,13 +15,27 @@ from energon_pack.wrappers._postencode import (
     PostencodePackingDataset,
     build_postencode_packing_dataset,
 )
+from energon_pack.wrappers._resume import (
+    EncodeMapDataset,
+    ResumeClock,
+    ResumeConfigError,
+    ResumeGuard,
+    SourceEndGuard,
+    fingerprint,
+)
 
 __all__ = [
     "build_packing_dataset",
     "build_postencode_packing_dataset",
     "CarryOverPackingDataset",
+    "EncodeMapDataset",
+    "fingerprint",
     "CarryOverPlanner",
     "check_energon_version",
     "PostencodePackingDataset",
+    "ResumeClock",
+    "ResumeConfigError",
+    "ResumeGuard",
+    "SourceEndGuard",
     "VERIFIED_ENERGON_VERSIONS",
 ]

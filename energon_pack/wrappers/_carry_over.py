@@ -143,7 +143,15 @@ class CarryOverPackingDataset(PostencodePackingDataset):
     #: Times each ``_carry_buffer`` entry has been carried.
     _carry_ages: list[int]
 
-    _savable_fields = (*PackingDataset._savable_fields, "_carry_buffer", "_carry_ages")
+    #: The source reached its end in this epoch (the carried samples joined the last buffer).
+    _source_exhausted: bool
+
+    _savable_fields = (
+        *PackingDataset._savable_fields,
+        "_carry_buffer",
+        "_carry_ages",
+        "_source_exhausted",
+    )
 
     def __init__(
         self,
@@ -171,7 +179,6 @@ class CarryOverPackingDataset(PostencodePackingDataset):
         limited = spec is not None and (spec.has_media_budgets or spec.max_samples_per_pack)
         #: The spec the planner keeps (None: tokens only, the planner gets no spec).
         self._spec = spec if limited else None
-        self._source_exhausted = False
         self._warned_small_buffer = False
         tolerance = kwargs.get("pre_packer_failure_tolerance", 100)
         if 0 < tolerance <= carry_over.max_age:
@@ -194,8 +201,18 @@ class CarryOverPackingDataset(PostencodePackingDataset):
         super().reset_state_own()
         self._carry_buffer = SavableSampleBuffer(self.dataset, worker_config=self.worker_config)
         self._carry_ages = []
+        self._source_exhausted = False
+        self._restored = False
+
+    def restore_state(self, state: Any) -> None:
+        super().restore_state(state)
+        self._restored = True
 
     def _fill_reading_buffer(self, source_iter: Iterator[Any], log_progress: bool = False) -> bool:
+        if self._source_exhausted:
+            # Restored after the end of the data: only the flush is left (the reading buffer
+            # may hold more than buffer_size samples then, which energon's loop cannot read on).
+            return False
         more = super()._fill_reading_buffer(source_iter, log_progress=log_progress)
         if not more:
             # From here on energon only flushes (the reading buffer, if not empty): the carried
@@ -209,7 +226,9 @@ class CarryOverPackingDataset(PostencodePackingDataset):
         return more
 
     def __iter__(self) -> Iterator[Any]:
-        self._source_exhausted = False
+        if not self._restored:  # a new epoch (restored: the saved one goes on)
+            self._source_exhausted = False
+        self._restored = False
         self._carry_buffer.worker_start()
         yield from super().__iter__()
 

@@ -1,0 +1,277 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Exact resume on energon 7.4.1: nothing replayed at the end of an epoch, the same restore keys,
+counts not doubled, and a changed configuration refused.
+
+The packing task encoders put three small wrappers into the loader energon builds:
+
+``ResumeGuard(... SourceEndGuard(reader) ... EncodeMapDataset(encode_sample) ... packing ...)``
+
+1. **End of data** (energon bug 5). When a reader reaches the end of its share it resets its
+   state to "start of a new epoch" (``WebdatasetSampleLoaderDataset._slices_iter``; so do
+   ``BlendDataset`` and a finite ``RepeatDataset``). Whatever still holds samples above it (the
+   shuffle buffer, the packing and carry-over buffers, a split document) is saved with that
+   reset reader, and a restore reads the whole share again: with ``repeat=False`` every save in
+   that window trains its samples twice, at 0 workers too. :class:`SourceEndGuard` sits right
+   above each reader and saves ``ended``; restored with ``ended``, it yields nothing for the rest
+   of that loader epoch (the outer :class:`ResumeGuard` counts loader epochs on a shared
+   :class:`ResumeClock`), so the buffers above drain and the epoch ends as it would have. The
+   next loader epoch reads the share again, as without a restore. Trace (one worker, reader of
+   4 samples, packing buffer 2)::
+
+       run:      read a b | pack [a b] | read c d | end -> ended | pack [c] (save) | pack [d]
+       restore:  ended -> the reader yields nothing | packing buffer [d] -> pack [d] | end
+
+   A state saved after a loop over a ``repeat=False`` loader has ended restores to that end: the
+   first loop after the restore is empty, the next one is a new epoch.
+2. **Restore keys** (bug 4). ``MapDataset`` resumes a generator interrupted by a save under its
+   *next* sample index, so the remaining pieces of a split document get restore keys one higher
+   than in the uninterrupted run. :class:`EncodeMapDataset` resumes it under its own index.
+3. **Counts.** A restore re-encodes every buffered sample (and the pieces of an interrupted
+   generator up to where it stopped); those were counted when first encoded.
+   :class:`EncodeMapDataset` runs that re-encoding inside :func:`~energon_pack.encoding.rebuilding`
+   and the encoders count nothing there, so summed ``batch.counts`` of the run up to a save plus
+   the resumed run equal the uninterrupted run's.
+4. **Configuration.** :class:`ResumeGuard` saves a fingerprint of everything that shapes packs
+   (:func:`fingerprint`: the encoder's class and settings, the packing config, tokenizer and
+   processor identity, buffer sizes, workers, world size and rank) and a restore with a different
+   one raises :class:`ResumeConfigError` naming each change.
+
+These wrappers pass restore keys through unchanged (``SourceEndGuard`` and ``ResumeGuard``) or
+keep energon's (``EncodeMapDataset``). They rely on energon 7.4 internals
+(``TaskEncoder._load_dataset``, ``MapDataset``'s generator state), verified with 7.4.1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import inspect
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from megatron.energon.flavors.base_dataset import FlexState, SavableDataset, add_sample_restore_key
+from megatron.energon.wrappers.base import BaseWrapperDataset
+from megatron.energon.wrappers.map_dataset import MapDataset
+
+from energon_pack.encoding import rebuilding
+
+__all__ = [
+    "EncodeMapDataset",
+    "ResumeClock",
+    "ResumeConfigError",
+    "ResumeGuard",
+    "SourceEndGuard",
+    "fingerprint",
+]
+
+
+class ResumeClock:
+    """Loader epochs of one worker: :class:`ResumeGuard` advances it, every
+    :class:`SourceEndGuard` of the same loader reads it."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+
+
+class _PassThrough(BaseWrapperDataset[Any, Any]):
+    """A wrapper that changes no sample and no restore key."""
+
+    def len_worker(self, worker_idx: int | None = None) -> int:
+        return self.dataset.len_worker(worker_idx)
+
+    def config(self) -> dict[str, Any]:
+        return {"type": type(self).__qualname__, "dataset": self.dataset.config()}
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}(dataset={self.dataset})"
+
+
+class SourceEndGuard(_PassThrough):
+    """Right above a reader: saves whether it reached its end; restored so, yields nothing for
+    the rest of that loader epoch (see the module docstring, step 1)."""
+
+    _savable_fields = ("_ended",)
+
+    def __init__(self, dataset: SavableDataset[Any], *, clock: ResumeClock, **kwargs: Any):
+        super().__init__(dataset, **kwargs)
+        self._clock = clock
+        self.reset_state_own()
+
+    def reset_state_own(self) -> None:
+        #: The reader reached the end of its share and nothing has read it again since.
+        self._ended = False
+        #: The loader epoch in which a restored ``_ended`` reader yields nothing.
+        self._silent_epoch: int | None = None
+
+    def restore_state(self, state: FlexState) -> None:
+        super().restore_state(state)
+        self._silent_epoch = self._clock.epoch + 1 if self._ended else None
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._silent_epoch == self._clock.epoch:
+            return  # restored at the end of its share: this loader epoch is over for it
+        self._ended = False
+        self._silent_epoch = None
+        yield from self.dataset
+        self._ended = True
+
+
+class ResumeConfigError(ValueError):
+    """A saved loader state is restored with a configuration that makes different packs."""
+
+
+class ResumeGuard(_PassThrough):
+    """The outermost wrapper: counts loader epochs and checks the configuration at restore.
+
+    Args:
+        dataset: The loader's dataset (what energon's ``build_train_datasets`` returns).
+        clock: The clock shared with the loader's :class:`SourceEndGuard` wrappers.
+        fingerprint: :func:`fingerprint` of the configuration.
+        accept: Fingerprint entries (or their prefixes, e.g. ``"packing"``) allowed to differ.
+    """
+
+    _savable_fields = ("_fingerprint",)
+
+    def __init__(
+        self,
+        dataset: SavableDataset[Any],
+        *,
+        clock: ResumeClock,
+        fingerprint: Mapping[str, str],
+        accept: frozenset[str] = frozenset(),
+        **kwargs: Any,
+    ):
+        super().__init__(dataset, **kwargs)
+        self._clock = clock
+        self._own = dict(fingerprint)
+        self._accept = accept
+        self.reset_state_own()
+
+    def reset_state_own(self) -> None:
+        self._fingerprint = dict(self._own)
+
+    def restore_state(self, state: FlexState) -> None:
+        saved = state.get("_fingerprint") if state is not None else None
+        changed = _changes(saved or {}, self._own, self._accept)
+        if changed:
+            raise ResumeConfigError(
+                "The saved loader state was made with another configuration, which would give "
+                "different packs: " + "; ".join(changed) + ". Restore it with the configuration "
+                "it was saved with, or, to resume with the change on purpose, set "
+                "encoder.resume_accept_changes = {" + ", ".join(_names(changed)) + "} on the task "
+                "encoder before building the loader."
+            )
+        super().restore_state(state)
+        self._fingerprint = dict(self._own)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._clock.epoch += 1
+        yield from self.dataset
+
+
+def _names(changed: list[str]) -> list[str]:
+    """The changed entries to accept, without those under a changed parent."""
+    names = [c.split(":", 1)[0] for c in changed]
+    return [repr(n) for n in names if not any(n.startswith(p + ".") for p in names)]
+
+
+def _changes(saved: Mapping[str, str], now: Mapping[str, str], accept: frozenset[str]) -> list[str]:
+    """``"name: saved -> now"`` for every entry that differs and is not accepted."""
+    out = []
+    for name in sorted(set(saved) | set(now)):
+        old, new = saved.get(name, "(absent)"), now.get(name, "(absent)")
+        accepted = any(name == a or name.startswith(a + ".") for a in accept) or "*" in accept
+        if old != new and not accepted:
+            out.append(f"{name}: {old} -> {new}")
+    return out
+
+
+class EncodeMapDataset(MapDataset[Any, Any]):
+    """energon's ``MapDataset`` for ``encode_sample``: an interrupted generator resumes under its
+    own sample index (bug 4), and re-encoding at restore counts nothing (module docstring)."""
+
+    def restore_sample(self, restore_key: Any) -> Any:
+        with rebuilding():  # a buffered sample, already counted when it was first encoded
+            return super().restore_sample(restore_key)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._generator_sample_key is not None:
+            yield from self._resume_generator()
+        yield from super().__iter__()
+
+    def _resume_generator(self) -> Iterator[Any]:
+        """The rest of the generator a save interrupted, under the index it first ran with."""
+        sample = self.dataset.restore_sample(self._generator_sample_key)
+        sample_idx = self._sample_index.current_idx - 1  # energon 7.4.1 uses current_idx
+        offset, self._generator_offset = self._generator_offset or 0, 0
+        assert inspect.isgeneratorfunction(self.map_fn), f"{self.map_fn} is not a generator"
+        with rebuilding():  # the pieces before `offset` were counted in the first run
+            with self._sample_index.ctx(sample_idx):
+                pieces = self._sample_index.iter_ctx(self.map_fn(sample), sample_idx)
+                skipped = [next(pieces, None) for _ in range(offset)]
+        assert all(p is not None for p in skipped), "the generator yields fewer pieces now"
+        for idx, (idx_out, piece) in enumerate(pieces, start=offset):
+            self._generator_offset = idx + 1
+            yield add_sample_restore_key(piece, idx_out, idx, src=self)
+        self._generator_sample_key = None
+        self._generator_offset = None
+
+
+def fingerprint(**parts: Any) -> dict[str, str]:
+    """Flat ``{"name": "value"}`` of everything that shapes packs, for :class:`ResumeGuard`.
+
+    Each keyword is one part: scalars as they are, dataclasses and plain objects by their public
+    fields (``packing.pack_size``), tokenizers by class, name and a digest of the vocabulary,
+    processors by class and a digest of ``to_dict()``. Example:
+    ``fingerprint(num_workers=2, packing=PackingConfig(pack_size=64))`` ->
+    ``{"num_workers": "2", "packing.pack_size": "64", "packing.algorithm": ..., ...}``.
+    """
+    out: dict[str, str] = {}
+    for name, value in parts.items():
+        _flatten(name, value, out, depth=0)
+    return out
+
+
+#: Attributes that are not configuration (run records; ``config`` is its own part).
+_SKIP = frozenset(
+    {"config", "stats", "selections", "light_fallbacks", "log_every", "resume_accept_changes"}
+)
+
+
+def _flatten(name: str, value: Any, out: dict[str, str], depth: int) -> None:
+    if isinstance(value, enum.Enum):
+        out[name] = repr(value.value)
+    elif value is None or isinstance(value, (bool, int, float, str)):
+        out[name] = repr(value)
+    elif isinstance(value, (list, tuple, frozenset, set)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        out[name] = repr([_scalar(v) for v in items])
+    elif hasattr(value, "get_vocab"):  # a tokenizer
+        vocab = json.dumps(sorted(value.get_vocab().items())).encode()
+        path = getattr(value, "name_or_path", "")
+        out[name] = f"{type(value).__name__}({path!r}, vocab {_digest(vocab)})"
+    elif hasattr(value, "to_dict") and not dataclasses.is_dataclass(value):  # a processor
+        config = json.dumps(value.to_dict(), sort_keys=True, default=repr).encode()
+        out[name] = f"{type(value).__name__}({_digest(config)})"
+    elif depth < 2 and (dataclasses.is_dataclass(value) or hasattr(value, "__dict__")):
+        out[name] = type(value).__qualname__
+        fields = (
+            {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+            if dataclasses.is_dataclass(value)
+            else vars(value)
+        )
+        for key, inner in fields.items():
+            if not key.startswith("_") and key not in _SKIP and not callable(inner):
+                _flatten(f"{name}.{key}", inner, out, depth + 1)
+    else:
+        out[name] = type(value).__qualname__
+
+
+def _scalar(value: Any) -> Any:
+    return value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha1(data).hexdigest()[:12]

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Crash + resume == the uninterrupted run (issue 22): at every save point late in a
+``repeat=False`` epoch (energon bug 5 replayed the whole share there), with restore keys equal
+to the uninterrupted run's (bug 4) and summed counts equal (no re-encoding counted twice); a
+changed configuration is refused; and a consumer killed with SIGKILL (mid-save too) resumes
+exactly (tests/benchmarks/crash_resume.py, one trial)."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from energon_pack.algorithms import CarryOver
+from energon_pack.samples import PackingCounts
+from energon_pack.testing import LengthTextEncoder, assert_same_item, member_keys
+from energon_pack.tools import make_loader, make_text_dataset
+from energon_pack.wrappers import ResumeConfigError
+
+BENCHMARK = Path(__file__).parents[1] / "benchmarks" / "crash_resume.py"
+
+
+@pytest.fixture(scope="module")
+def lengths_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """90 documents of 1..90 tokens: with pack size 64 about one in three is split."""
+    rng = random.Random(11)
+    texts = [str(rng.choice([rng.randint(1, 30), rng.randint(1, 90)])) for _ in range(90)]
+    return make_text_dataset(tmp_path_factory.mktemp("lengths") / "ds", texts)
+
+
+def _loader(
+    path: Path, carry: bool, pack_size: int = 64, accept: frozenset[str] = frozenset()
+) -> Any:
+    encoder = LengthTextEncoder(
+        pack_size=pack_size, overlong="split", carry_over=CarryOver() if carry else None
+    )
+    encoder.resume_accept_changes = accept
+    return make_loader(
+        path, encoder, packing_buffer_size=6, shuffle_buffer_size=8, batch_size=2, seed_offset=3
+    )
+
+
+@pytest.mark.parametrize("carry", [True, False], ids=["carry_over", "stock"])
+def test_every_late_save_resumes_to_the_uninterrupted_run(lengths_dataset: Path, carry) -> None:
+    reference = list(_loader(lengths_dataset, carry))
+    total = PackingCounts.total(b.counts for b in reference)
+    assert total.samples == 90 and total.split > 0  # splits: a save can interrupt one
+    n = len(reference)
+    for save_after in [1, n // 2, *range(n - 8, n + 1)]:
+        first = _loader(lengths_dataset, carry)
+        it = iter(first)
+        consumed = [next(it) for _ in range(save_after)]
+        state = first.save_state_rank()
+        resumed_loader = _loader(lengths_dataset, carry)
+        resumed_loader.restore_state_rank(state)
+        resumed = list(resumed_loader)
+        assert len(consumed) + len(resumed) == n, f"save after {save_after}: replayed or lost"
+        for i, (a, b) in enumerate(zip(reference, consumed + resumed)):
+            # every field, restore keys exactly (not only their shape)
+            assert_same_item(a, b, what=f"save after {save_after}: item {i}")
+        summed = PackingCounts.total(b.counts for b in consumed + resumed)
+        assert summed == total, f"save after {save_after}: counts {summed} != {total}"
+        # the next loop over the restored loader is a whole new epoch
+        again = [k for b in resumed_loader for k in member_keys(b)]
+        assert sorted(again) == sorted(k for b in reference for k in member_keys(b))
+
+
+def test_a_save_after_the_epoch_restores_to_its_end(lengths_dataset: Path) -> None:
+    """The first loop after the restore is the rest of the saved epoch: nothing."""
+    loader = _loader(lengths_dataset, carry=True)
+    everything = list(loader)
+    state = loader.save_state_rank()
+    restored = _loader(lengths_dataset, carry=True)
+    restored.restore_state_rank(state)
+    assert list(restored) == []
+    assert len(list(restored)) == len(everything)
+
+
+def test_a_changed_configuration_is_refused(lengths_dataset: Path) -> None:
+    loader = _loader(lengths_dataset, carry=True)
+    it = iter(loader)
+    next(it)
+    state = loader.save_state_rank()
+    changed = _loader(lengths_dataset, carry=True, pack_size=48)
+    with pytest.raises(ResumeConfigError, match="packing.pack_size: 64 -> 48") as error:
+        changed.restore_state_rank(state)
+    assert "resume_accept_changes = {'packing.pack_size'}" in str(error.value)
+    no_carry = _loader(lengths_dataset, carry=False)
+    with pytest.raises(ResumeConfigError, match=r"packing.carry_over: CarryOver -> None"):
+        no_carry.restore_state_rank(state)
+    # accepted on purpose: the state restores and the packs are the new configuration's
+    accepted = _loader(lengths_dataset, True, pack_size=48, accept=frozenset({"packing"}))
+    accepted.restore_state_rank(state)
+    assert {len(row) for b in accepted for row in b.tokens} == {48}
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_points_and_mid_save(tmp_path: Path) -> None:
+    """One crash trial at 2 workers with carry-over: killed after a save, in the middle of a
+    save and late in the epoch, restarted each time from the last state."""
+    spec = importlib.util.spec_from_file_location("crash_resume", BENCHMARK)
+    assert spec is not None and spec.loader is not None
+    crash = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(crash)
+    paths = [crash.make_dataset(tmp_path, seed=0)]
+    config = {"workers": 2, "carry_over": True, "checkpoint": "every_sample", "save_every": 3}
+    moments = [("after_save", 6), ("mid_save", 20), ("item", -3)]
+    record = crash.run_trial(0, paths, tmp_path / "out", moments=moments, config=config)
+    assert record["error"] is None, record["error"]
+    assert record["lives"] == 4, record  # three kills landed, the fourth life finished

@@ -223,7 +223,7 @@ def fingerprint(**parts: Any) -> dict[str, str]:
     """Flat ``{"name": "value"}`` of everything that shapes packs, for :class:`ResumeGuard`.
 
     Each keyword is one part: scalars as they are, dataclasses and plain objects by their public
-    fields (``packing.pack_size``), tokenizers by class, name and a digest of the vocabulary,
+    fields (``packing.pack_size``), tokenizers by class and a digest of the vocabulary,
     processors by class and a digest of ``to_dict()``. Example:
     ``fingerprint(num_workers=2, packing=PackingConfig(pack_size=64))`` ->
     ``{"num_workers": "2", "packing.pack_size": "64", "packing.algorithm": ..., ...}``.
@@ -249,13 +249,12 @@ def _flatten(name: str, value: Any, out: dict[str, str], depth: int) -> None:
         items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
         out[name] = repr([_scalar(v) for v in items])
     elif hasattr(value, "get_vocab"):  # a tokenizer
-        vocab = json.dumps(sorted(value.get_vocab().items())).encode()
-        path = getattr(value, "name_or_path", "")
-        out[name] = f"{type(value).__name__}({path!r}, vocab {_digest(vocab)})"
+        vocab = sorted(value.get_vocab().items())  # not the path: a copied tokenizer is the same
+        out[name] = f"{type(value).__name__}({len(vocab)} tokens, {_digest(repr(vocab).encode())})"
     elif hasattr(value, "to_dict") and not dataclasses.is_dataclass(value):  # a processor
         config = json.dumps(value.to_dict(), sort_keys=True, default=repr).encode()
         out[name] = f"{type(value).__name__}({_digest(config)})"
-    elif depth < 2 and (dataclasses.is_dataclass(value) or hasattr(value, "__dict__")):
+    elif depth < 3 and (dataclasses.is_dataclass(value) or hasattr(value, "__dict__")):
         out[name] = type(value).__qualname__
         fields = (
             {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
@@ -263,7 +262,7 @@ def _flatten(name: str, value: Any, out: dict[str, str], depth: int) -> None:
             else vars(value)
         )
         for key, inner in fields.items():
-            if not key.startswith("_") and key not in _SKIP and not callable(inner):
+            if not key.startswith("_") and key not in _SKIP and not inspect.isroutine(inner):
                 _flatten(f"{name}.{key}", inner, out, depth + 1)
     else:
         out[name] = type(value).__qualname__

@@ -205,7 +205,8 @@ def run_trial(
         "workers": workers,
         "carry_over": carry,
         "checkpoint": checkpoint,
-        "save_every": rng.choice([1, 3, 5]),
+        # at least num_workers items before the first save (energon bug 6, docs/concepts/energon.md)
+        "save_every": rng.choice([1, 3, 5] if workers == 0 else [2, 3, 5]),
         "save_pause": 0.05,
         **(config or {}),
     }

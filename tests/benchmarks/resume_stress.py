@@ -5,7 +5,7 @@ Every run builds a 2-worker training loader (``repeat=True``, shuffle buffer, pa
 over one of a few seeded length datasets, reads ``save_after`` items, saves the state, reads
 ``--compare`` more items (the reference), restores the state into a fresh loader and reads as
 many (the resumed continuation); the two must be equal item for item
-(:func:`energon_pack.testing.assert_same_item` with ``loose_keys``, as
+(:func:`energon_pack.testing.assert_same_item`, restore keys exactly, as
 :func:`~energon_pack.testing.assert_resume_identical` does). The matrix, cycled with a varied
 seed (the loader's ``seed_offset`` and the dataset)::
 
@@ -148,7 +148,7 @@ def execute(run: Run, paths: list[Path], out: Path) -> str | None:
     _close(second)
     try:
         for i, (a, b) in enumerate(zip(reference, resumed)):
-            assert_same_item(a, b, what=f"continuation[{i}]", loose_keys=True)
+            assert_same_item(a, b, what=f"continuation[{i}]")
     except AssertionError:
         _record_failure(run, out, state, reference, resumed, traceback.format_exc())
         return traceback.format_exc(limit=1).strip().splitlines()[-1]

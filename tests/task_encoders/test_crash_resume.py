@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from energon_pack.algorithms import CarryOver
 from energon_pack.samples import PackingCounts
+from energon_pack.task_encoders import CaptioningPackingTaskEncoder
 from energon_pack.testing import LengthTextEncoder, assert_same_item, member_keys
 from energon_pack.tools import make_loader, make_text_dataset
 from energon_pack.wrappers import ResumeConfigError
@@ -43,29 +45,58 @@ def _loader(
     )
 
 
-@pytest.mark.parametrize("carry", [True, False], ids=["carry_over", "stock"])
-def test_every_late_save_resumes_to_the_uninterrupted_run(lengths_dataset: Path, carry) -> None:
-    reference = list(_loader(lengths_dataset, carry))
+def _check_every_save(make: Callable[[], Any], late: int) -> list[Any]:
+    """Save after 1, half and each of the last ``late`` items, restore in a fresh loader: the
+    items kept are the uninterrupted run's (every field, restore keys exactly), and so are the
+    summed counts; the next loop over the restored loader is a whole new epoch."""
+    reference = list(make())
     total = PackingCounts.total(b.counts for b in reference)
-    assert total.samples == 90 and total.split > 0  # splits: a save can interrupt one
     n = len(reference)
-    for save_after in [1, n // 2, *range(n - 8, n + 1)]:
-        first = _loader(lengths_dataset, carry)
+    for save_after in sorted({1, n // 2, *range(max(1, n - late), n + 1)}):
+        first = make()
         it = iter(first)
         consumed = [next(it) for _ in range(save_after)]
         state = first.save_state_rank()
-        resumed_loader = _loader(lengths_dataset, carry)
+        resumed_loader = make()
         resumed_loader.restore_state_rank(state)
         resumed = list(resumed_loader)
         assert len(consumed) + len(resumed) == n, f"save after {save_after}: replayed or lost"
         for i, (a, b) in enumerate(zip(reference, consumed + resumed)):
-            # every field, restore keys exactly (not only their shape)
             assert_same_item(a, b, what=f"save after {save_after}: item {i}")
         summed = PackingCounts.total(b.counts for b in consumed + resumed)
         assert summed == total, f"save after {save_after}: counts {summed} != {total}"
-        # the next loop over the restored loader is a whole new epoch
         again = [k for b in resumed_loader for k in member_keys(b)]
         assert sorted(again) == sorted(k for b in reference for k in member_keys(b))
+    return reference
+
+
+@pytest.mark.parametrize("carry", [True, False], ids=["carry_over", "stock"])
+def test_every_late_save_resumes_to_the_uninterrupted_run(lengths_dataset: Path, carry) -> None:
+    reference = _check_every_save(lambda: _loader(lengths_dataset, carry), late=8)
+    total = PackingCounts.total(b.counts for b in reference)
+    assert total.samples == 90 and total.split > 0  # splits: a save can interrupt one
+
+
+@pytest.mark.parametrize("light", [True, False], ids=["light", "stock_media"])
+@pytest.mark.parametrize("carry", [True, False], ids=["carry_over", "no_carry"])
+def test_captioning_resumes_at_every_save(
+    captioning_dataset, tokenizer_dir, image_processor, light: bool, carry: bool
+) -> None:
+    def make() -> Any:
+        encoder = CaptioningPackingTaskEncoder(
+            tokenizer_dir,
+            image_processor,
+            pack_size=48,
+            light_media=light,
+            carry_over=CarryOver() if carry else None,
+        )
+        assert encoder.light_media is light
+        return make_loader(
+            captioning_dataset.path, encoder, packing_buffer_size=4, shuffle_buffer_size=4
+        )
+
+    reference = _check_every_save(make, late=6)
+    assert PackingCounts.total(b.counts for b in reference).skipped == 1  # the corrupt image
 
 
 def test_a_save_after_the_epoch_restores_to_its_end(lengths_dataset: Path) -> None:

@@ -97,7 +97,6 @@ def test_resume_and_restore_sample_num_workers_2(
 ) -> None:
     ds = dataset_for(name, request)
     enc = ENCODERS[name](tokenizer_dir, image_processor)
-    # Captioning has 12 samples per worker: small buffers so no worker reads to its end early.
     buffers = {"llm": (6, 4, 2), "captioning": (3, None, None)}[name]
     mk = functools.partial(
         make_loader,
@@ -112,9 +111,7 @@ def test_resume_and_restore_sample_num_workers_2(
     # Worker stats stay in the workers: the known drops are the corrupt image / the empty text.
     dropped = ["000003"] if name == "captioning" else ["000005"]
     assert_each_sample_once(everything, ds.keys, dropped=dropped)
-    # energon 7.4.1 (repeat=False, workers): a state saved after a worker's reader reached the
-    # end of its share restores that worker to the start of its share (reproduced with a plain
-    # DefaultTaskEncoder). Save early, while both workers still read.
+    # Save while both workers still read (late saves: tests/task_encoders/test_crash_resume.py).
     last = {b.__restore_key__[1]: i for i, b in enumerate(everything)}
     assert set(last) == {0, 1}
     save_after = max(1, min(last.values()) // 3)

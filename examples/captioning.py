@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import random
 import tempfile
-import warnings
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -41,7 +40,6 @@ PACK_SIZE = 64
 
 
 def main() -> None:
-    warnings.filterwarnings("ignore", message=".*pin_memory.*")  # CPU-only torch
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
         captions = synthetic_texts(12, seed=1, min_words=3, max_words=20)

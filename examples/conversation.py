@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import warnings
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -69,7 +68,6 @@ def write_llava(root: Path) -> Path:
 
 
 def main() -> None:
-    warnings.filterwarnings("ignore", message=".*pin_memory.*")  # CPU-only torch
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         llava = write_llava(root)

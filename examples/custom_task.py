@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import sysconfig
 import tempfile
-import warnings
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -80,7 +79,6 @@ class CodeTaskEncoder(PackingTaskEncoder[CodeSample]):
 
 
 def main() -> None:
-    warnings.filterwarnings("ignore", message=".*pin_memory.*")  # CPU-only torch
     files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:40]
     # The head of each file, 200..1200 characters (a mix of short and long documents).
     records = [

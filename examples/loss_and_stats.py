@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import warnings
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -84,7 +83,6 @@ def step(model, optimizer, micro: list, per_document: bool) -> None:
 
 
 def main() -> None:
-    warnings.filterwarnings("ignore", message=".*pin_memory.*")  # CPU-only torch
     with tempfile.TemporaryDirectory() as tmp:
         texts = synthetic_texts(160, seed=0, min_words=2, max_words=90)
         tokenizer = make_tokenizer(Path(tmp) / "tokenizer", texts)

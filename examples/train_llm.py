@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
-import warnings
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -68,7 +67,6 @@ def train_step(model, optimizer, batch) -> float:
 
 
 def main() -> None:
-    warnings.filterwarnings("ignore", message=".*pin_memory.*")  # CPU-only torch
     with tempfile.TemporaryDirectory() as tmp:
         texts = synthetic_texts(200, seed=0, min_words=2, max_words=80)
         tokenizer = make_tokenizer(Path(tmp) / "tokenizer", texts)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import random
 import tempfile
-import warnings
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -33,7 +32,6 @@ PACK_SIZE = 64
 
 
 def main() -> None:
-    warnings.filterwarnings("ignore", message=".*pin_memory.*")  # CPU-only torch
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
         questions = synthetic_texts(12, seed=1, min_words=2, max_words=8)

@@ -87,3 +87,61 @@ def test_carry_over_version_check_names_the_fix() -> None:
     assert "'7.5.0'" in message and "7.4.x" in message
     assert "pip install 'megatron-energon>=7.4.1,<7.5'" in message  # the fix, runnable
     assert "carry_over=None" in message  # or the other fix
+
+
+def _cli(*args: str) -> object:
+    from energon_pack.cli import main
+
+    return CliRunner().invoke(main, list(args))
+
+
+def test_cli_mistakes_are_named_before_anything_runs(tmp_path: Path) -> None:
+    lengths = tmp_path / "lengths.txt"
+    lengths.write_text("5\n# a comment\n0\n7\n")
+    res = _cli("simulate", str(lengths), "--pack-size", "8", "--buffer-size", "4")
+    assert f"{lengths}:3: length 0; a document has at least one token" in res.output
+    lengths.write_text("5\n3\n")
+    res = _cli("simulate", str(lengths), "--buffer-size", "4")
+    assert res.exit_code == 2 and "Missing option '--pack-size'" in res.output
+    res = _cli(
+        "simulate", str(lengths), "--pack-size", "8", "--buffer-size", "4", "--min-fill", "0.5"
+    )
+    assert res.exit_code == 2
+    assert "--min-fill is a carry-over setting: add --carry-over, or leave them out." in res.output
+    ok = _cli("simulate", str(lengths), "--pack-size", "8", "--buffer-size", "4", "--carry-over",
+              "--min-fill", "0.5")  # fmt: skip
+    assert ok.exit_code == 0 and "min_fill=0.5" in ok.output
+    # output paths are checked before the dataset is even opened (this folder is no dataset)
+    common = ["analyze", str(tmp_path), "--tokenizer", str(tmp_path), "--pack-size", "8"]
+    res = _cli(*common, "--buffer-size", "4", "--plot", str(tmp_path / "no" / "p.png"))
+    assert res.exit_code == 2
+    assert f"--plot {tmp_path / 'no' / 'p.png'}: the folder {tmp_path / 'no'} does not exist" in (
+        res.output
+    )
+    # a file the kernel refuses to open for writing (even to root): one line, before the run
+    res = _cli(*common, "--buffer-size", "4", "--lengths-out", "/proc/version")
+    assert res.exit_code == 1 and "cannot write /proc/version: " in res.output
+    assert "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_analyze_no_progress_and_quiet_logs(jsonl_text_dataset, tokenizer_dir, capfd) -> None:
+    """A JSONL dataset through the CLI: no energon shard print on stdout, no bars in a log
+    (stderr is not a terminal here), no pin_memory warning on a CPU-only machine."""
+    import torch
+
+    from energon_pack import LLMPackingTaskEncoder
+    from energon_pack.tools import make_loader
+
+    args = ["analyze", str(jsonl_text_dataset.path), "--tokenizer", str(tokenizer_dir)]
+    res = _cli(*args, "--pack-size", "64", "--buffer-size", "8", "--no-progress")
+    assert res.exit_code == 0, res.output
+    assert "sample_range=" not in res.output and "packing:" not in res.output
+    encoder = LLMPackingTaskEncoder(str(tokenizer_dir), pack_size=64, log_every=0)
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = make_loader(jsonl_text_dataset.path, encoder, packing_buffer_size=8)
+        packs = list(loader)
+    assert packs and loader.pin_memory == torch.cuda.is_available()
+    assert not [w for w in caught if "pin_memory" in str(w.message)]
+    assert "sample_range=" not in capfd.readouterr().out  # energon prints it for JSONL

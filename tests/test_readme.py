@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import torch
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 #: The README and every docs page: their python blocks are checked.
 PAGES = [README, *sorted((README.parent / "docs").rglob("*.md"))]
 #: Modules only a GPU machine has (flash-attn builds against CUDA): their names are not checked.
@@ -137,5 +138,11 @@ def test_readme_commands_run_verbatim(tmp_path: Path) -> None:
     assert re.search(r"^recommended buffer  \d+", done.stdout, flags=re.M), done.stdout
     assert (tmp_path / "packing.png").read_bytes()[:4] == b"\x89PNG"
     # nothing a new user would take for a problem
-    for noise in ("Traceback", "pin_memory", "Token indices sequence length", "Warning"):
+    # nor progress bars in a log (stderr is not a terminal), nor energon's shard print
+    for noise in ("Traceback", "pin_memory", "Token indices sequence length", "Warning", "it/s"):
         assert noise not in done.stderr, done.stderr[-3000:]
+    assert "sample_range=" not in done.stdout + done.stderr
+    # what the commands write in the repository root is ignored by git
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    for name in ("demo", "data", "packing.png"):
+        assert (tmp_path / name).exists() and any(i.strip("/") == name for i in ignored), name

@@ -34,7 +34,6 @@ import contextlib
 import json
 import os
 import sys
-import warnings
 from pathlib import Path
 
 import click
@@ -42,6 +41,7 @@ import click
 from energon_pack.algorithms import PackingSpec
 from energon_pack.cli._errors import os_error
 from energon_pack.cli._options import buffer_size_option, spec_options
+from energon_pack.cli._output import check_writable, progress_bars
 from energon_pack.cli._tasks import (
     TASKS,
     build_encoder,
@@ -104,6 +104,12 @@ from energon_pack.cli._tasks import (
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Read only N samples.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option(
+    "--no-progress",
+    is_flag=True,
+    help="Hide the progress bars (energon's too); they are hidden anyway when stderr is not a "
+    "terminal.",
+)
+@click.option(
     "--plot",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -111,7 +117,7 @@ from energon_pack.cli._tasks import (
 )
 @click.option(
     "--lengths-out",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Also write each document's length (and media tokens, media items) as a lengths file "
     "for `energon-pack simulate`.",
@@ -128,12 +134,17 @@ def command(
     buffer_size: int,
     limit: int | None,
     as_json: bool,
+    no_progress: bool,
     plot: Path | None,
     lengths_out: Path | None,
 ) -> None:
     """Pack one epoch of DATASET with the --task encoder and report fill and a buffer size."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    progress = progress_bars(no_progress or as_json)
+    for path, option in ((lengths_out, "--lengths-out"), (plot, "--plot")):
+        if path is not None:  # before the run, not after it
+            check_writable(path, option)
     from energon_pack.tools import analyze_dataset, check_dataset, plot_analysis
 
     try:
@@ -154,15 +165,13 @@ def command(
         for note in notes:
             click.echo(note, err=True)
         # energon prints shard slices to stdout; keep stdout for the report (and --json).
-        # energon asks torch for pinned memory; on a CPU-only machine torch warns about it.
-        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*pin_memory.*", category=UserWarning)
+        with contextlib.redirect_stdout(sys.stderr):
             result = analyze_dataset(
                 dataset,
                 encoder=encoder,
                 buffer_size=buffer_size,
                 limit=limit,
-                progress=not as_json,
+                progress=progress,
             )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc

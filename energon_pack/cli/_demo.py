@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 
 from energon_pack.cli._errors import os_error
+from energon_pack.cli._output import progress_bars
 
 
 @click.command(name="demo")
@@ -39,7 +40,11 @@ from energon_pack.cli._errors import os_error
 @click.option("--buffer-size", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--documents", type=click.IntRange(min=1), default=2000, show_default=True)
-@click.option("--no-progress", is_flag=True, help="Hide the progress bars (energon's too).")
+@click.option(
+    "--no-progress",
+    is_flag=True,
+    help="Hide the progress bars (energon's too); hidden anyway when stderr is not a terminal.",
+)
 def command(
     out: Path | None,
     steps: int,
@@ -52,10 +57,7 @@ def command(
     """Pack standard-library text, train a tiny LM on CPU, check save/resume, print a report."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if no_progress:
-        # energon's "Filling reading buffer" bar has no switch; tqdm reads TQDM_DISABLE when it
-        # is imported, which happens below (the CLI imports no tqdm before its command runs).
-        os.environ["TQDM_DISABLE"] = "1"
+    progress = progress_bars(no_progress)  # also off when stderr is not a terminal
     from energon_pack.tools import DemoConfig, run_demo
 
     start = time.perf_counter()
@@ -67,7 +69,7 @@ def command(
             buffer_size=buffer_size,
             batch_size=batch_size,
             documents=documents,
-            progress=not no_progress,
+            progress=progress,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

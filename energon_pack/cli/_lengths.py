@@ -44,6 +44,11 @@ _FIX = {
     3: "write three whole numbers per line: length media_tokens media_items",
 }
 
+#: Why a zero length is refused, and the fix.
+_ZERO = (
+    "a document has at least one token (the encoders drop empty ones before packing); leave it out."
+)
+
 
 def _bad(message: str) -> click.BadParameter:
     return click.BadParameter(message, param_hint=_HINT)
@@ -104,6 +109,8 @@ def _text_rows(path: Path) -> np.ndarray:
             first = first or (where, len(fields))
             fix = _FIX[len(fields)]
             row = [_whole(t, where, c, fix) for t, c in zip(fields, _COLUMNS, strict=False)]
+            if row[0] == 0:
+                raise _bad(f"{where}: length 0; {_ZERO}")
             if len(row) == 3 and row[1] > row[0]:
                 raise _bad(
                     f"{where}: {row[1]} media tokens > length {row[0]}; the length counts the "
@@ -139,6 +146,9 @@ def _npy_lengths(path: Path) -> np.ndarray:
     negative = np.flatnonzero(arr < 0)
     if negative.size:
         raise _bad(f"{path}: index {negative[0]} is {arr[negative[0]]}, a negative token count.")
+    zero = np.flatnonzero(arr == 0)
+    if zero.size:
+        raise _bad(f"{path}: index {zero[0]} (0-based) is 0; {_ZERO}")
     return arr.astype(np.int64)
 
 

@@ -117,9 +117,27 @@ def _carry_over_options() -> list[Callable[[F], F]]:
 
 
 def _build_spec(values: dict[str, Any]) -> PackingSpec:
-    """Pop the spec's (and the carry-over policy's) values from ``values``; build the spec."""
+    """Pop the spec's (and the carry-over policy's) values from ``values``; build the spec.
+
+    Raises:
+        click.UsageError: a missing ``--pack-size``, a carry-over setting (``--min-fill``...)
+            without ``--carry-over``, or a value the spec refuses (its message).
+    """
     carry = {f.name: values.pop(f.name) for f in dataclasses.fields(CarryOver)}
     fields = {f.name: values.pop(f.name) for f in dataclasses.fields(PackingSpec)}
+    if fields["pack_size"] is None:
+        raise click.UsageError("Missing option '--pack-size' (the tokens per pack, e.g. 4096).")
+    ctx = click.get_current_context(silent=True)
+    given = [
+        name
+        for name in carry
+        if ctx is not None
+        and ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]
+    if given and not fields["carry_over"]:
+        flags = ", ".join("--" + n.replace("_", "-") for n in given)
+        what = "is a carry-over setting" if len(given) == 1 else "are carry-over settings"
+        raise click.UsageError(f"{flags} {what}: add --carry-over, or leave them out.")
     try:
         fields["carry_over"] = CarryOver(**carry) if fields["carry_over"] else None
         return PackingSpec(**fields)

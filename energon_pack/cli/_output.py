@@ -13,8 +13,10 @@ so a failed run never leaves something that looks like a dataset, and the error 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,12 +24,46 @@ import click
 
 from energon_pack.cli._errors import os_error
 
-__all__ = ["plural", "writing_dataset"]
+__all__ = ["check_writable", "plural", "progress_bars", "writing_dataset"]
 
 
 def plural(n: int, noun: str) -> str:
     """``plural(1, "shard") == "1 shard"``, ``plural(3000, "shard") == "3,000 shards"``."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def progress_bars(no_progress: bool) -> bool:
+    """Whether to show progress bars: not with ``--no-progress``, and not when stderr is not a
+    terminal (a log file or CI gets no bars). Without bars, energon's "Filling reading buffer"
+    bar is turned off too: tqdm reads ``TQDM_DISABLE`` when it is imported, which the CLI does
+    only inside a command."""
+    show = not no_progress and sys.stderr.isatty()
+    if not show and "tqdm" not in sys.modules:  # once imported, tqdm no longer reads it
+        os.environ["TQDM_DISABLE"] = "1"
+    return show
+
+
+def check_writable(path: Path, option: str) -> None:
+    """Before a long run: ``path`` can be written (its folder exists, the file can be opened).
+
+    Raises:
+        click.UsageError: the folder does not exist.
+        click.ClickException: the file cannot be written (one line: path, reason, fix).
+    """
+    folder = path.parent
+    if not folder.is_dir():
+        raise click.UsageError(
+            f"{option} {path}: the folder {folder} does not exist; create it or choose another "
+            "path."
+        )
+    existed = path.exists()
+    try:
+        with path.open("a"):
+            pass
+    except OSError as exc:
+        raise os_error(exc, "write", path) from exc
+    if not existed:
+        path.unlink()
 
 
 def _first_missing(path: Path) -> Path | None:

@@ -28,9 +28,14 @@ The module is over 300 lines because it holds energon's whole packing hook set i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import math
-from collections.abc import Generator, Iterable, Sequence
+import os
+import re
+import sys
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -293,12 +298,12 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         See :class:`~energon_pack.encoding.SkipCounter`: skipped samples are counted in
         ``stats.skipped`` (and the items' ``counts``), and ``overlong="error"`` stops the run.
         """
-        with counting_skips(self, worker_config):
+        with counting_skips(self, worker_config), _without_shard_print():
             return self._resumable(super().build_train_datasets, worker_config, kwargs)
 
     def build_val_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
         """energon's, with the error handler and wrappers of :meth:`build_train_datasets`."""
-        with counting_skips(self, worker_config):
+        with counting_skips(self, worker_config), _without_shard_print():
             return self._resumable(super().build_val_datasets, worker_config, kwargs)
 
     def _resumable(self, build: Any, worker_config: Any, kwargs: dict[str, Any]) -> Any:
@@ -418,3 +423,23 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     def log_stats(self) -> None:
         """Log this process's stats summary now (INFO on ``energon_pack.stats``)."""
         logger.info("energon_pack stats (%s): %s", type(self).__name__, self.stats.summary())
+
+
+@contextlib.contextmanager
+def _without_shard_print() -> Iterator[None]:
+    """Drop energon's ``rank=0, worker=0: sample_range=...`` lines from stdout while it builds
+    datasets: for webdatasets energon prints them only with ``ENERGON_DEBUG_SHARD_PRINT=1``, for
+    JSONL datasets always (energon 7.4.1). Everything else printed there is passed on."""
+    if os.environ.get("ENERGON_DEBUG_SHARD_PRINT") == "1":
+        yield
+        return
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            yield
+    finally:
+        lines = buffer.getvalue().splitlines(keepends=True)
+        sys.stdout.write("".join(x for x in lines if not _SHARD_PRINT.match(x)))
+
+
+_SHARD_PRINT = re.compile(r"rank=\d+, worker=\d+: sample_range=")

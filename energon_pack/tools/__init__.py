@@ -32,6 +32,7 @@ from energon_pack.tools._demo import (
 )
 from energon_pack.tools._loader import (
     make_loader,
+    pin_memory_for_device,
 )
 from energon_pack.tools._models import (
     tiny_causal_lm,
@@ -72,6 +73,7 @@ __all__ = [
     "make_vqa_dataset",
     "naive_padding_fill",
     "PackedTrainer",
+    "pin_memory_for_device",
     "plot_analysis",
     "prepare_dataset",
     "read_llava_records",

@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from energon_pack.encoding import PackingStats
 from energon_pack.samples import EncodedSample
 from energon_pack.task_encoders import LLMPackingTaskEncoder
 from energon_pack.tools._analysis_result import FIRST_PACKS, AnalysisResult
+from energon_pack.tools._loader import pin_memory_for_device
 from energon_pack.tools._replay import BUFFER_CANDIDATES, recommend_buffer_size, replay_and_sweep
 
 __all__ = [
@@ -112,13 +112,13 @@ def _dataset_order_loader(path: Path, encoder: Any, buffer_size: int, limit: int
         )
 
     if limit is None:
-        return get_loader(build(None))
+        return pin_memory_for_device(get_loader(build(None)))
     try:
-        return get_loader(build(DatasetSubset(absolute_range=(0, limit))))
+        return pin_memory_for_device(get_loader(build(DatasetSubset(absolute_range=(0, limit)))))
     except AssertionError as exc:  # energon: the limit is past the end of the dataset
         if "Subset samples" not in str(exc):
             raise
-        return get_loader(build(None))
+        return pin_memory_for_device(get_loader(build(None)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,17 +163,14 @@ def _packs_of(
         file=sys.stderr,
         mininterval=0.5,
     )
-    with warnings.catch_warnings():
-        # energon asks torch for pinned memory; on a CPU-only machine torch warns about it.
-        warnings.filterwarnings("ignore", message=".*pin_memory.*", category=UserWarning)
-        for pack in bar:
-            n = int(sum(pack.doc_lengths))
-            tokens += n
-            documents += len(pack.doc_lengths)
-            pack_fills.append(n / encoder.config.pack_size)
-            media.append(_media_tokens(pack))
-            if len(first_packs) < FIRST_PACKS:
-                first_packs.append([int(d) for d in pack.doc_lengths])
+    for pack in bar:
+        n = int(sum(pack.doc_lengths))
+        tokens += n
+        documents += len(pack.doc_lengths)
+        pack_fills.append(n / encoder.config.pack_size)
+        media.append(_media_tokens(pack))
+        if len(first_packs) < FIRST_PACKS:
+            first_packs.append([int(d) for d in pack.doc_lengths])
     return _Measured(
         lengths=[],
         media_loads=[],

@@ -34,7 +34,6 @@ import shutil
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,8 +175,6 @@ def _make_loader(dataset: Path, tokenizer: Path, config: DemoConfig) -> tuple[An
     from energon_pack.task_encoders import LLMPackingTaskEncoder
     from energon_pack.tools._loader import make_loader
 
-    # energon asks torch for pinned memory; on a CPU-only machine torch warns about it.
-    warnings.filterwarnings("ignore", message=".*pin_memory.*", category=UserWarning)
     encoder = LLMPackingTaskEncoder(
         str(tokenizer),
         pack_size=config.pack_size,

@@ -3,7 +3,9 @@
 
 ``make_loader(path, encoder, num_workers=2)`` builds ``get_train_dataset`` with every argument
 energon requires spelled out, then ``get_savable_loader(..., checkpoint_every_sec=0,
-checkpoint_every_min_n_samples=1)``, so a state saved at any step restores exactly.
+checkpoint_every_min_n_samples=1)``, so a state saved at any step restores exactly. It pins
+memory only where there is a GPU to copy to (:func:`pin_memory_for_device`): energon asks for
+pinned memory always, and on a CPU-only machine torch warns about it on every loader.
 """
 
 from __future__ import annotations
@@ -11,7 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["make_loader"]
+__all__ = ["make_loader", "pin_memory_for_device"]
+
+
+def pin_memory_for_device(loader: Any, pin_memory: bool | None = None) -> Any:
+    """Set ``loader.pin_memory`` (energon always asks for True) to ``pin_memory``, by default
+    to whether CUDA is available; before the first iteration. Returns ``loader``."""
+    import torch
+
+    loader.pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
+    return loader
 
 
 def make_loader(
@@ -25,11 +36,13 @@ def make_loader(
     shuffle_buffer_size: int | None = None,
     seed_offset: int = 0,
     max_samples_per_sequence: int | None = None,
+    pin_memory: bool | None = None,
 ) -> Any:
     """A savable energon loader over ``path`` that checkpoints after every sample.
 
     ``repeat=False`` gives exactly one epoch; with workers, the state saved at any step restores
-    exactly (``checkpoint_every_sec=0, checkpoint_every_min_n_samples=1``).
+    exactly (``checkpoint_every_sec=0, checkpoint_every_min_n_samples=1``). ``pin_memory``:
+    None pins when CUDA is available (no CPU-only warning).
     """
     from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 
@@ -46,4 +59,5 @@ def make_loader(
         task_encoder=task_encoder,
         repeat=repeat,
     )
-    return get_savable_loader(dataset, checkpoint_every_sec=0, checkpoint_every_min_n_samples=1)
+    loader = get_savable_loader(dataset, checkpoint_every_sec=0, checkpoint_every_min_n_samples=1)
+    return pin_memory_for_device(loader, pin_memory)

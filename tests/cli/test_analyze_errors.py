@@ -69,13 +69,13 @@ def test_a_tokenizer_directory_without_a_tokenizer_is_named(tmp_path: Path, data
     assert "found config.json" in line
 
 
-def test_a_failed_plot_warns_after_the_report(
+def test_a_plot_into_a_missing_folder_is_refused_before_the_run(
     tmp_path: Path, dataset: Path, tokenizer_dir: Path
 ) -> None:
     res = _run(dataset, tokenizer_dir, "--plot", str(tmp_path / "no" / "such" / "dir.png"))
-    assert res.exit_code == 0, res.output
-    assert "recommended buffer" in res.stdout  # the report is there
-    assert "warning: no plot written to" in res.stderr and "No such file" in res.stderr
+    assert res.exit_code == 2, res.output
+    assert "recommended buffer" not in res.output  # nothing ran
+    assert f"the folder {tmp_path / 'no' / 'such'} does not exist; create it" in res.output
 
 
 def test_without_matplotlib_it_says_pip_install(

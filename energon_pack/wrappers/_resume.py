@@ -22,7 +22,11 @@ The packing task encoders put three small wrappers into the loader energon build
        restore:  ended -> the reader yields nothing | packing buffer [d] -> pack [d] | end
 
    A state saved after a loop over a ``repeat=False`` loader has ended restores to that end: the
-   first loop after the restore is empty, the next one is a new epoch.
+   first loop after the restore is empty, the next one is a new epoch. energon also starts a
+   worker's dataset again when the items it skips to reach a restored position (from an older
+   checkpoint) run to the end of the share; :class:`ResumeGuard` sees that every item of its pass
+   was skipped (energon prefixes the restore key of the items it passes on) and keeps the
+   epoch, so the readers that ended stay silent.
 2. **Restore keys** (bug 4). ``MapDataset`` resumes a generator interrupted by a save under its
    *next* sample index, so the remaining pieces of a split document get restore keys one higher
    than in the uninterrupted run. :class:`EncodeMapDataset` resumes it under its own index.
@@ -52,7 +56,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from megatron.energon.flavors.base_dataset import FlexState, SavableDataset, add_sample_restore_key
-from megatron.energon.wrappers.base import BaseWrapperDataset
+from megatron.energon.wrappers.base import BaseWrapperDataset, get_sample_restore_key
 from megatron.energon.wrappers.map_dataset import MapDataset
 
 from energon_pack.encoding import rebuilding
@@ -72,7 +76,12 @@ class ResumeClock:
     :class:`SourceEndGuard` of the same loader reads it."""
 
     def __init__(self) -> None:
+        #: Loader epochs begun.
         self.epoch = 0
+        #: Passes over the loader's dataset begun (energon may start one again in an epoch).
+        self.passes = 0
+        #: This pass repeats one whose items energon skipped to the end (see ``ResumeGuard``).
+        self.repass = False
 
 
 class _PassThrough(BaseWrapperDataset[Any, Any]):
@@ -104,18 +113,24 @@ class SourceEndGuard(_PassThrough):
         self._ended = False
         #: The loader epoch in which a restored ``_ended`` reader yields nothing.
         self._silent_epoch: int | None = None
+        #: The pass (``ResumeClock.passes``) in which it ended.
+        self._ended_pass = 0
 
     def restore_state(self, state: FlexState) -> None:
         super().restore_state(state)
         self._silent_epoch = self._clock.epoch + 1 if self._ended else None
 
     def __iter__(self) -> Iterator[Any]:
-        if self._silent_epoch == self._clock.epoch:
+        clock = self._clock
+        if self._silent_epoch == clock.epoch:
             return  # restored at the end of its share: this loader epoch is over for it
+        if self._ended and clock.repass and self._ended_pass < clock.passes:
+            return  # it ended in the pass energon skipped and now repeats: the same epoch
         self._ended = False
         self._silent_epoch = None
         yield from self.dataset
         self._ended = True
+        self._ended_pass = clock.passes
 
 
 class ResumeConfigError(ValueError):
@@ -151,6 +166,8 @@ class ResumeGuard(_PassThrough):
 
     def reset_state_own(self) -> None:
         self._fingerprint = dict(self._own)
+        #: energon skipped every item of the last pass (restoring to the end of the share).
+        self._skipped_pass = False
 
     def restore_state(self, state: FlexState) -> None:
         saved = state.get("_fingerprint") if state is not None else None
@@ -167,8 +184,26 @@ class ResumeGuard(_PassThrough):
         self._fingerprint = dict(self._own)
 
     def __iter__(self) -> Iterator[Any]:
-        self._clock.epoch += 1
-        yield from self.dataset
+        clock = self._clock
+        clock.passes += 1
+        # energon (SavableDatasetWrapper) restores a worker from an older checkpoint and skips
+        # the items up to the save; when they reach the end of its share it starts the dataset
+        # again in the same epoch (a new epoch would train the share twice).
+        clock.repass = self._skipped_pass
+        clock.epoch += not clock.repass
+        items = emitted = 0
+        for item in self.dataset:
+            yield item
+            items += 1
+            emitted += _passed_on(item)
+        self._skipped_pass = items > 0 and emitted == 0
+
+
+def _passed_on(item: Any) -> bool:
+    """Whether energon's loader wrapper passed ``item`` on (it prefixes the restore key of the
+    items it yields, not of those it skips to reach a restored position)."""
+    key = get_sample_restore_key(item)
+    return not key or key[0] in ("SavableDatasetWrapper", "SimpleSavableDatasetWrapper")
 
 
 def _names(changed: list[str]) -> list[str]:

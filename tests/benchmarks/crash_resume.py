@@ -16,9 +16,10 @@ uninterrupted run item for item (member keys and ``__restore_key__``) and the su
     carry_over   on | off
     checkpoint   every sample | energon's default (checkpoint_every_sec=60)
 
-Run (niced, in the background; each trial takes a few seconds per life)::
+Run (niced, in the background; each trial takes a few seconds per life; the consumers import
+``energon_pack`` at every restart, so point ``PYTHONPATH`` at a copy that does not change)::
 
-    python tests/benchmarks/crash_resume.py --trials 60 --out /tmp/crash
+    nice python tests/benchmarks/crash_resume.py --trials 60 --out /tmp/crash
 
 One JSON line per trial goes to ``OUT/trials.jsonl``; the last line printed is the tally. A
 failing trial keeps its folder (logs, state) under ``OUT``.
@@ -166,7 +167,10 @@ def _run_life(folder: Path, kill: tuple[str, int] | None, timeout: float = 180) 
             time.sleep(0.005)
         if proc.poll() is None:
             raise TimeoutError(f"consumer in {folder} did not finish in {timeout} s")
-        return proc.returncode == 0
+        if proc.returncode != 0:  # a crash of its own (not a kill) fails the trial
+            last = (folder / "stderr.txt").read_text().strip().splitlines()[-1:]
+            raise RuntimeError(f"consumer exited with {proc.returncode}: {last}")
+        return True
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # the killed consumer's dataloader workers

@@ -128,6 +128,56 @@ def test_a_changed_configuration_is_refused(lengths_dataset: Path) -> None:
     assert {len(row) for b in accepted for row in b.tokens} == {48}
 
 
+def _close(loader: Any) -> None:
+    """Stop a multi-worker loader's workers now (gc would wait ~5 s per worker)."""
+    iterator = getattr(loader, "_iterator", None)
+    if iterator is not None:
+        iterator._shutdown_workers()
+
+
+@pytest.mark.slow
+def test_a_restore_skipping_to_the_end_of_a_share_replays_nothing(lengths_dataset: Path) -> None:
+    """energon restores a worker from an older checkpoint and skips the items up to the save;
+    when the skip reaches the end of the worker's share it starts the worker's dataset again.
+    That state is what a save right after a worker's last item gives when the worker has not
+    yet stored its final checkpoint (energon's default cadence checkpoints every 60 s)."""
+
+    def make() -> Any:
+        from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
+
+        encoder = LengthTextEncoder(pack_size=64, overlong="split", carry_over=CarryOver())
+        dataset = get_train_dataset(
+            str(lengths_dataset),
+            worker_config=WorkerConfig(rank=0, world_size=1, num_workers=1),
+            batch_size=2,
+            packing_buffer_size=6,
+            shuffle_buffer_size=8,
+            max_samples_per_sequence=None,
+            task_encoder=encoder,
+            repeat=False,
+        )
+        # checkpoints at the first two items only (and at the end of the share)
+        return get_savable_loader(dataset, checkpoint_every_sec=1e9)
+
+    loader = make()
+    it = iter(loader)
+    first = [next(it), next(it)]
+    state = loader.save_state_rank()
+    everything = first + list(it)
+    _close(loader)
+    checkpoint = state.worker_states[0]
+    assert checkpoint.state.sample_index == 1 and checkpoint.offset == 1
+    checkpoint.offset = len(everything) - 1  # the save after the last item, without its checkpoint
+    restored = make()
+    restored.restore_state_rank(state)
+    assert list(restored) == []  # before: the whole share again
+    again = list(restored)  # the next loop is a new epoch
+    _close(restored)
+    assert sorted(k for b in again for k in member_keys(b)) == sorted(
+        k for b in everything for k in member_keys(b)
+    )
+
+
 @pytest.mark.slow
 def test_sigkill_at_random_points_and_mid_save(tmp_path: Path) -> None:
     """One crash trial at 2 workers with carry-over: killed after a save, in the middle of a

@@ -2,7 +2,8 @@
 """Crash-resume stress: a training-loop process killed with SIGKILL, restarted from its last save.
 
 Each trial runs a consumer process (this file with ``--consume DIR``) over a savable loader
-(``repeat=False``, shuffle buffer, packing buffer, split over-long documents). The consumer logs
+(shuffle buffer, packing buffer, split over-long documents; ``repeat=False``: one epoch, or
+``repeat=True``: 60 batches, across an epoch boundary). The consumer logs
 every item it receives (member keys, restore key, counts) with fsync and saves the loader state
 every ``save_every`` items atomically (``state.tmp`` written in two halves with a pause between,
 then renamed to ``state.pt``). The parent kills it with SIGKILL, up to ``--kills`` times per
@@ -15,6 +16,7 @@ uninterrupted run item for item (member keys and ``__restore_key__``) and the su
     workers      0 | 1 | 2
     carry_over   on | off
     checkpoint   every sample | energon's default (checkpoint_every_sec=60)
+    repeat       False | True
 
 Run (niced, in the background; each trial takes a few seconds per life; the consumers import
 ``energon_pack`` at every restart, so point ``PYTHONPATH`` at a copy that does not change)::
@@ -40,7 +42,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-MATRIX = list(itertools.product((0, 1, 2), (True, False), ("every_sample", "default")))
+MATRIX = list(
+    itertools.product((0, 1, 2), (True, False), ("every_sample", "default"), (False, True))
+)
+#: Batches a ``repeat=True`` consumer reads (about 1.5 epochs: it crosses an epoch boundary).
+REPEAT_BATCHES = 60
 NUM_SAMPLES = 150
 
 
@@ -70,7 +76,7 @@ def build_loader(config: dict[str, Any]) -> Any:
         shuffle_buffer_size=16,
         max_samples_per_sequence=None,
         task_encoder=encoder,
-        repeat=False,
+        repeat=config.get("repeat", False),
     )
     cadence = {}
     if config["checkpoint"] == "every_sample":
@@ -128,6 +134,8 @@ def consume(folder: Path) -> None:
             if (index + 1) % config["save_every"] == 0:
                 state = {"loader": loader.save_state_rank(), "consumed": index + 1}
                 _save(folder, state, config["save_pause"], log, index + 1)
+            if config.get("repeat") and index + 1 >= REPEAT_BATCHES:
+                break
         _write_line(log, {"done": True})
     os._exit(0)  # do not wait for energon's worker shutdown at interpreter exit
 
@@ -199,9 +207,9 @@ def run_trial(
     moments: list[tuple[str, int]] | None = None,
     config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Trial ``index`` (matrix cell ``index % 12``, random kills); ``moments`` and ``config``
+    """Trial ``index`` (matrix cell ``index % 24``, random kills); ``moments`` and ``config``
     override the kills (item ``n < 0``: ``-n`` items before the end) and the settings."""
-    workers, carry, checkpoint = MATRIX[index % len(MATRIX)]
+    workers, carry, checkpoint, repeat = MATRIX[index % len(MATRIX)]
     rng = random.Random(index)
     dataset = rng.randrange(len(paths))
     config = {
@@ -209,6 +217,7 @@ def run_trial(
         "workers": workers,
         "carry_over": carry,
         "checkpoint": checkpoint,
+        "repeat": repeat,
         # at least num_workers items before the first save (energon bug 6, docs/concepts/energon.md)
         "save_every": rng.choice([1, 3, 5] if workers == 0 else [2, 3, 5]),
         "save_pause": 0.05,
@@ -246,7 +255,10 @@ def run_trial(
 
 def _reference(out: Path, config: dict[str, Any], dataset: int) -> list[dict[str, Any]]:
     """The uninterrupted run of ``config`` (cached per dataset and loader settings)."""
-    name = f"ref_{dataset}_w{config['workers']}_c{int(config['carry_over'])}_{config['checkpoint']}"
+    name = (
+        f"ref_{dataset}_w{config['workers']}_c{int(config['carry_over'])}_{config['checkpoint']}"
+        f"_r{int(config.get('repeat', False))}"
+    )
     folder = out / name
     if not (folder / "done").exists():
         folder.mkdir(parents=True, exist_ok=True)

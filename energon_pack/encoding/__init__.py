@@ -17,7 +17,13 @@ from energon_pack.encoding._errors import (
     SkipCounter,
     counting_skips,
 )
-from energon_pack.encoding._families import PatchGrids, Tiles, check_mrope, vision_family
+from energon_pack.encoding._families import (
+    Images,
+    PatchGrids,
+    Tiles,
+    check_mrope,
+    vision_family,
+)
 from energon_pack.encoding._light_media import (
     MediaPlanner,
     check_planned,
@@ -74,6 +80,7 @@ __all__ = [
     "frame_timestamps",
     "header_size",
     "high_bit_depth_modes",
+    "Images",
     "kept_items",
     "load_tokenizer",
     "logger",

@@ -14,14 +14,22 @@ patch grids   ``(t*h*w, 3*T*p*p)`` patch rows      ``(t, h, w)``         ``t*h*w
 (Qwen2/2.5/3-VL, videos too; mRoPE)
 tiles         ``(n, 3, H, W)`` tiles (crop to      ``(n, 1, 1)``         ``n * image_seq_length``
 (InternVL)    patches + thumbnail)
+images        ``(1, 3, S, S)`` per image           ``(1, 1, 1)``         ``image_seq_length``
+(Gemma 3)     (resized square)                                           (``token_type_ids`` 1)
 ============  ===================================  ====================  ==================
 
 An InternVL 150x60 image with 56-pixel tiles (at most 4) and 4 tokens a tile: 3 tiles plus the
 thumbnail, grid ``(4, 1, 1)``, 16 ``<IMG_CONTEXT>`` tokens between ``<img>`` and ``</img>``
 (the processor's ``_get_num_multimodal_tokens`` says 18: it counts the two markers).
 
-Families refused with a message rather than served a different forward pass: Gemma 3 (its
-image tokens attend bidirectionally) and any processor not listed here.
+A Gemma 3 image is ``\\n\\n<start_of_image>`` + ``image_seq_length`` ``<image_soft_token>`` +
+``<end_of_image>\\n\\n``, put in the text after the chat template (as ``Gemma3Processor``
+replaces its ``<start_of_image>``), and its soft tokens get ``token_type_ids`` 1: the model lets
+each image's tokens attend both ways (``hf_kwargs(..., config=model)`` builds that mask).
+Pan-and-scan crops are refused.
+
+Families refused with a message rather than served a different forward pass: PaliGemma and any
+processor not listed here.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["PatchGrids", "Tiles", "check_mrope", "vision_family"]
+__all__ = ["Images", "PatchGrids", "Tiles", "check_mrope", "vision_family"]
 
 
 def _size_value(size: Any, name: str) -> int | None:
@@ -44,6 +52,10 @@ class PatchGrids:
     """Qwen2-VL-style processors: patch rows, ``(t, h, w)`` grids, ``smart_resize`` sizes."""
 
     name = "qwen2-vl"
+    #: The text around each placeholder run, put in after the chat template (None: the
+    #: placeholder goes into the messages); the model reads ``token_type_ids`` (1 on images).
+    text_layout: str | None = None
+    token_types = False
     #: Videos go through this family (frames, or a Qwen video processor).
     videos = True
     #: The model takes 3-row mRoPE positions.
@@ -112,7 +124,8 @@ class Tiles:
     pixel values and 1-D positions."""
 
     name = "internvl"
-    videos = mrope = False
+    videos = mrope = token_types = False
+    text_layout: str | None = None
     default_tokens = {
         "image_token": "<IMG_CONTEXT>",
         "video_token": None,
@@ -142,6 +155,38 @@ class Tiles:
         return int(self.image_processor.get_number_of_image_patches(height, width, {})), 1, 1
 
 
+class Images(Tiles):
+    """Gemma 3: one ``(3, S, S)`` image each, ``tokens_per_image`` soft tokens laid out as
+    ``Gemma3Processor`` does (:attr:`text_layout`), ``token_type_ids`` 1 on them."""
+
+    name = "gemma3"
+    default_tokens = {
+        "image_token": "<image_soft_token>",
+        "video_token": None,
+        "vision_start_token": "<start_of_image>",
+        "vision_end_token": "<end_of_image>",
+    }
+    text_layout = "\n\n{}\n\n"
+    token_types = True
+
+    def __init__(self, image_processor: Any, tokens_per_image: int) -> None:
+        if getattr(image_processor, "do_pan_and_scan", False):
+            raise ValueError(
+                f"{type(image_processor).__name__}: do_pan_and_scan=True is not supported (the "
+                "number of crops and the text around them depend on each image); set "
+                "do_pan_and_scan=False, Gemma3Processor's own default."
+            )
+        super().__init__(image_processor, tokens_per_image)
+
+    def process(self, images: Sequence[Any]) -> tuple[Any, Any]:
+        out = self.image_processor(images=list(images), do_pan_and_scan=False, return_tensors="pt")
+        return out["pixel_values"], torch.ones(len(images), 3, dtype=torch.int64)
+
+    def plan(self, width: int, height: int) -> tuple[int, int, int]:
+        """``(1, 1, 1)``: one resized image, whatever its size."""
+        return 1, 1, 1
+
+
 def check_mrope(family: PatchGrids | Tiles, mrope: bool) -> None:
     """Raise ValueError when ``mrope=True`` is asked of a family whose model has 1-D positions."""
     if mrope and not family.mrope:
@@ -159,14 +204,20 @@ def vision_family(processor: Any) -> PatchGrids | Tiles:
     """
     name = type(processor).__name__
     image_processor = getattr(processor, "image_processor", processor)
-    if name.startswith(("Gemma3", "PaliGemma")) or type(image_processor).__name__.startswith(
-        "Gemma3"
-    ):
+    if name.startswith("PaliGemma"):
         raise ValueError(
-            f"{name}: Gemma 3 / PaliGemma image tokens attend to each other bidirectionally; "
-            "packed masks for that are not available yet, and a causal mask would change the "
-            "model, so this processor is refused."
+            f"{name}: PaliGemma's processor family (prefix, its own token layout) is not "
+            "supported yet; train it unpacked."
         )
+    if type(image_processor).__name__.startswith("Gemma3"):
+        seq = getattr(processor, "image_seq_length", None)
+        if not isinstance(seq, int):
+            raise ValueError(
+                f"{name}: a Gemma 3 image processor alone does not say how many tokens an "
+                "image is; pass the whole Gemma3Processor (AutoProcessor), whose "
+                "image_seq_length is the model's mm_tokens_per_image."
+            )
+        return Images(image_processor, seq)
     if hasattr(image_processor, "merge_size"):
         return PatchGrids(image_processor)
     if isinstance(getattr(processor, "image_seq_length", None), int) and hasattr(

@@ -174,6 +174,9 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             for tag, token in ((self.image_tag, image_token), (self.video_tag, video_token))
             if token is not None  # no video token: a <video> tag is an error (tag count check)
         }
+        #: ``(text in the messages, what it becomes in the rendered text)`` for families that
+        #: lay images out after the chat template (Gemma 3), else None.
+        self._after_template = self._text_layout(vision_start_token, wrap)
         if video_timestamps is None:
             video_timestamps = type(video_processor).__name__.startswith("Qwen3VL")
         if video_timestamps and (not wrap or self.video_token_id is None):
@@ -208,6 +211,22 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             for m in ("augment_image", "augment_video")
         )
         self._init_light_media(light_media, image_processor, augmented=augmented)
+
+    def _text_layout(self, start: str | None, wrap: bool) -> tuple[str, str] | None:
+        """Gemma 3: the tag becomes the vision start token (the processor's image token) in
+        the messages, and ``layout.format(<start><image><end>)`` in the rendered text."""
+        layout = self.media.family.text_layout
+        if layout is None:
+            return None
+        if not wrap or start is None:
+            raise ValueError(
+                f"the {self.media.family.name} image layout wraps each image in vision start/"
+                "end tokens, but the tokenizer lacks vision_start_token or vision_end_token "
+                f"(the family's are {self.media.family.default_tokens})."
+            )
+        full = self._placeholder[self.image_tag]
+        self._placeholder[self.image_tag] = start
+        return start, layout.format(full)
 
     def _optional_id(self, token: str | None) -> int | None:
         vocab = self.tokenizer.tokenizer.get_vocab()
@@ -385,11 +404,19 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             pixel_values=images.pixel_values,
             image_grid_thw=images.grid_thw,
             image_spans=_spans(spans.get(self.image_token_id, [])),
+            token_type_ids=self._token_types(ids),
             pixel_values_videos=videos.pixel_values,
             video_grid_thw=videos.grid_thw,
             video_spans=_spans(video_spans),
             video_second_per_grid=timing.second_per_grid if counts else torch.zeros(0),
         )
+
+    def _token_types(self, ids: list[int]) -> torch.Tensor | None:
+        """1 on image placeholders, 0 elsewhere, for families whose model reads them (Gemma 3:
+        ``Gemma3Processor``'s ``token_type_ids``); None for the others."""
+        if not self.media.family.token_types:
+            return None
+        return (torch.tensor(ids, dtype=torch.int64) == self.image_token_id).to(torch.int64)
 
     @classmethod
     def tag_mismatch(
@@ -443,7 +470,11 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         def render(msgs: list[Message], prompt: bool) -> list[int]:
             if not msgs:
                 return []
-            return _ids(tok.apply_chat_template(msgs, add_generation_prompt=prompt, tokenize=True))
+            if self._after_template is None:
+                ids = tok.apply_chat_template(msgs, add_generation_prompt=prompt, tokenize=True)
+                return _ids(ids)
+            text = tok.apply_chat_template(msgs, add_generation_prompt=prompt, tokenize=False)
+            return self.tokenizer.encode_text(text.replace(*self._after_template))
 
         full = render(messages, False)
         mask = [False] * len(full)
@@ -466,7 +497,10 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         tokens = [ids.bos] if ids.bos is not None else []
         mask = [False] * len(tokens)
         for m in messages:
-            body = self.tokenizer.encode_text(m["content"])
+            text = m["content"]
+            if self._after_template is not None:
+                text = text.replace(*self._after_template)
+            body = self.tokenizer.encode_text(text)
             target = m["role"] in ("assistant", TEXT_ROLE)
             if target and ids.eod is not None:
                 body.append(ids.eod)

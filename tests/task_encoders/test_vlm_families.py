@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Processor families: Qwen-VL image processors are patch grids, InternVL processors tiles;
-Gemma 3 (bidirectional image attention) and unknown families are refused by the encoders with a
-message, never served causal masks or guessed token counts."""
+"""Processor families: Qwen-VL image processors are patch grids, InternVL processors tiles,
+Gemma 3 processors images; a Gemma 3 image processor without its processor's tokens per image
+and unknown families are refused by the encoders with a message, never guessed token counts."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_families_of_processors(tmp_path, tokenizer_dir) -> None:
     assert family.image_processor.crop_to_patches
 
 
-def test_gemma3_and_unknown_families_are_refused(vlm_tokenizer_dir) -> None:
+def test_lone_gemma3_image_processor_and_unknown_families_are_refused(vlm_tokenizer_dir) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from transformers.models.gemma3.image_processing_pil_gemma3 import (
@@ -38,7 +38,7 @@ def test_gemma3_and_unknown_families_are_refused(vlm_tokenizer_dir) -> None:
             Idefics3ImageProcessorPil,
         )
     for cls in (ConversationPackingTaskEncoder, VQAPackingTaskEncoder):
-        with pytest.raises(ValueError, match="Gemma 3 / PaliGemma image tokens attend"):
+        with pytest.raises(ValueError, match="pass the whole Gemma3Processor"):
             cls(vlm_tokenizer_dir, Gemma3ImageProcessorPil(), pack_size=64)
         with pytest.raises(ValueError, match="not a supported VLM processor family"):
             cls(vlm_tokenizer_dir, Idefics3ImageProcessorPil(), pack_size=64)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Tiny random Qwen2-VL, Qwen2.5-VL, Qwen3-VL and InternVL models from configs (1 text layer, hidden 64,
-a 1-block vision tower), for the packed-vs-alone proofs. No downloads."""
+"""Tiny random Qwen2-VL, Qwen2.5-VL, Qwen3-VL, InternVL and Gemma 3 models from configs (small
+text models, 1-block vision towers) and their processors, for the packed-vs-alone proofs. No
+downloads."""
 
 from __future__ import annotations
 
@@ -143,3 +144,149 @@ INTERNVL_TOKENS = {
     "context_image_token": "<IMG_CONTEXT>",
     "video_token": "<video>",
 }
+
+
+#: Gemma 3 test images: 32 pixels, SigLIP patch 8 -> 4x4 patches pooled to 4 tokens an image.
+GEMMA3_IMAGE, GEMMA3_TOKENS_PER_IMAGE = 32, 4
+#: The Gemma 3 tokenizer's named image tokens.
+GEMMA3_TOKENS = {
+    "boi_token": "<start_of_image>",
+    "eoi_token": "<end_of_image>",
+    "image_token": "<image_soft_token>",
+}
+#: google/gemma-3-*-it's chat template (string contents trimmed, system text before the first
+#: user turn, ``model`` for the assistant), as published with the checkpoints.
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- if messages[0]['content'] is string -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}\n"
+    "    {%- endif -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    '    {%- set first_user_prefix = "" -%}\n'
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    '        {{ raise_exception("Conversation roles must alternate user/assistant/...") }}\n'
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n"
+    '        {%- set role = "model" -%}\n'
+    "    {%- else -%}\n"
+    "        {%- set role = message['role'] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n"
+    "        {{ message['content'] | trim }}\n"
+    "    {%- elif message['content'] is iterable -%}\n"
+    "        {%- for item in message['content'] -%}\n"
+    "            {%- if item['type'] == 'image' -%}\n"
+    "                {{ '<start_of_image>' }}\n"
+    "            {%- elif item['type'] == 'text' -%}\n"
+    "                {{ item['text'] | trim }}\n"
+    "            {%- endif -%}\n"
+    "        {%- endfor -%}\n"
+    "    {%- else -%}\n"
+    '        {{ raise_exception("Invalid content type") }}\n'
+    "    {%- endif -%}\n"
+    "    {{ '<end_of_turn>\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\n'}}\n"
+    "{%- endif -%}\n"
+)
+
+
+def gemma3_tokenizer(path: Any, texts: list[str]) -> Any:
+    """A transformers ``GemmaTokenizer`` (Gemma's byte-fallback BPE, spaces as ``▁``) trained
+    here on ``texts`` and runs of 1..6 newlines (so ``\\n\\n\\n`` is one token, as in Gemma's
+    vocabulary), with Gemma 3's turn and image tokens and chat template, saved to ``path``."""
+    import json
+    import string
+
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers.models.gemma.tokenization_gemma import GemmaTokenizer
+
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>"]
+    bpe = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    bpe.normalizer = normalizers.Replace(" ", "▁")
+    bpe.pre_tokenizer = pre_tokenizers.Split(Regex("\n+|[^\n]+"), behavior="isolated")
+    alphabet = list(string.ascii_letters + string.digits + string.punctuation + "▁\n")
+    trainer = trainers.BpeTrainer(
+        special_tokens=specials, vocab_size=600, initial_alphabet=alphabet, show_progress=False
+    )
+    newlines = ["x" + "\n" * k + "y" for k in range(1, 7)] * 20
+    bpe.train_from_iterator([*texts, *newlines] * 3, trainer=trainer)
+    model = json.loads(bpe.to_str())["model"]
+    tok = GemmaTokenizer(
+        vocab=model["vocab"],
+        merges=[tuple(m) for m in model["merges"]],
+        extra_special_tokens=GEMMA3_TOKENS,
+    )
+    tok.add_tokens(["<start_of_turn>", "<end_of_turn>"], special_tokens=True)
+    tok.chat_template = GEMMA3_CHAT_TEMPLATE
+    tok.save_pretrained(path)
+    return path
+
+
+def gemma3_processor(tokenizer_dir: Any) -> Any:
+    """A ``Gemma3Processor`` built offline: the PIL Gemma 3 image processor (32-pixel images, no
+    pan-and-scan) and the tokenizer of ``tokenizer_dir`` (:func:`gemma3_tokenizer`)."""
+    from transformers import AutoTokenizer, Gemma3Processor
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    image_processor = Gemma3ImageProcessorPil(size={"height": GEMMA3_IMAGE, "width": GEMMA3_IMAGE})
+    return Gemma3Processor(
+        image_processor,
+        tokenizer,
+        chat_template=GEMMA3_CHAT_TEMPLATE,
+        image_seq_length=GEMMA3_TOKENS_PER_IMAGE,
+    )
+
+
+def tiny_gemma3(tokenizer: Any, attn_implementation: str = "sdpa") -> torch.nn.Module:
+    """A seeded fp32 ``Gemma3ForConditionalGeneration``: a 1-layer SigLIP and a 2-layer Gemma 3
+    text model, sliding window 3 (shorter than an image's 4 tokens) then full attention; the
+    vision tower runs sdpa (its attention is not packed)."""
+    import transformers as tf
+
+    text = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        sliding_window=3,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    config = tf.Gemma3Config(
+        text_config=text,
+        vision_config=dict(
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=GEMMA3_IMAGE,
+            patch_size=8,
+        ),
+        mm_tokens_per_image=GEMMA3_TOKENS_PER_IMAGE,
+        image_token_id=tokenizer.image_token_id,
+        boi_token_id=tokenizer.boi_token_id,
+        eoi_token_id=tokenizer.eoi_token_id,
+    )
+    impl = {"text_config": attn_implementation, "vision_config": "sdpa", "": attn_implementation}
+    torch.manual_seed(0)
+    model = tf.Gemma3ForConditionalGeneration._from_config(
+        config, attn_implementation=impl, dtype=torch.float32
+    )
+    return model.eval()

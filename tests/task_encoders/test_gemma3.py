@@ -1,0 +1,324 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Gemma 3 (stacked images, bidirectional image tokens): real energon VQA and multi-image
+conversation datasets (the latter written by ``energon-pack make-dataset --task conversation``)
+packed through the loader equal, document by document, the same conversation run alone through
+``Gemma3Processor`` (tokens, pixels, ``token_type_ids``), with the loss on the answers only and
+1-D positions restarting per document; a tiny random ``Gemma3ForConditionalGeneration`` (sliding
+window 3 < an image's 4 tokens) gives each document's logits alone within 1e-5 fp32 in sdpa,
+eager and flex_attention; light buffers give bit-identical packs, tokens planned from headers.
+
+The tokenizer is a real ``GemmaTokenizer`` (byte-fallback BPE with newline runs as tokens) with
+Gemma 3's chat template, so the layout ``\\n\\n<start_of_image>...<end_of_image>\\n\\n`` merges
+with the newlines around it exactly as the processor's text replacement does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from PIL import Image
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from vlm_helpers import png
+from vlm_models import (
+    GEMMA3_TOKENS_PER_IMAGE,
+    gemma3_processor,
+    gemma3_tokenizer,
+    tiny_gemma3,
+)
+
+from energon_pack.samples import collate_packs
+from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
+from energon_pack.testing import assert_same_item, synthetic_texts
+from energon_pack.tools import make_loader, make_vqa_dataset, sample_key
+
+#: Image sizes (width, height): square, wide, tall, tiny, larger than the 32-pixel input.
+SIZES = [(32, 32), (150, 60), (40, 120), (9, 14), (200, 90), (64, 64)]
+PACK_SIZE = 128
+TOKENS = dict(
+    image_token="<image_soft_token>",
+    video_token=None,
+    vision_start_token="<start_of_image>",
+    vision_end_token="<end_of_image>",
+)
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    return synthetic_texts(60, seed=8, min_words=1, max_words=5)
+
+
+@pytest.fixture(scope="module")
+def gemma3_dir(tmp_path_factory: pytest.TempPathFactory, texts: list[str]) -> Path:
+    return gemma3_tokenizer(tmp_path_factory.mktemp("gemma3_tok"), texts)
+
+
+def encoder(cls: Any, tok_dir: Path, **kw: Any) -> Any:
+    return cls(tok_dir, gemma3_processor(tok_dir), pack_size=PACK_SIZE, **TOKENS, **kw)
+
+
+def _make_conversations(out: Path, records: list[dict[str, Any]], media: Path) -> Path:
+    """``energon-pack make-dataset OUT llava.json --task conversation`` on ``records``."""
+    from click.testing import CliRunner
+
+    from energon_pack.cli import main
+
+    (media / "llava.json").write_text(json.dumps(records))
+    args = ["make-dataset", str(out), str(media / "llava.json"), "--task", "conversation"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory: pytest.TempPathFactory, texts: list[str]) -> dict[str, Any]:
+    """A VQA dataset (one image a sample) and LLaVA conversations with 0..3 images in several
+    turns, some with a system turn; per key the messages and the image bytes."""
+    rng = random.Random(5)
+    images = [png(*SIZES[i % len(SIZES)], seed=i) for i in range(8)]
+    vqa = make_vqa_dataset(
+        tmp_path_factory.mktemp("g3_vqa"),
+        images,
+        texts[10:18],
+        [[texts[i]] for i in range(8)],
+        samples_per_shard=3,
+    )
+    vqa_ref = {
+        sample_key(i): ([("user", f"<image>\n{texts[10 + i]}"), ("assistant", texts[i])], [b])
+        for i, b in enumerate(images)
+    }
+    root = tmp_path_factory.mktemp("g3_media")
+    records, conv_ref = [], {}
+    for i in range(8):
+        n = i % 4
+        names = []
+        for j in range(n):
+            names.append(f"c{i}_{j}.png")
+            (root / names[-1]).write_bytes(png(*rng.choice(SIZES), seed=100 + 10 * i + j))
+        q, a, q2, a2 = texts[20 + 4 * i : 24 + 4 * i]
+        first = "<image> " * (n - 1 if n > 1 else n) + q
+        turns = [("user", first), ("assistant", a)]
+        if n > 1:  # the last image in a later turn
+            turns += [("user", f"<image> {q2}"), ("assistant", a2)]
+        if i % 3 == 1:  # Gemma 3 puts the system text before the first user turn
+            turns.insert(0, ("system", texts[50 + i % 10]))
+        roles = {"user": "human", "assistant": "gpt", "system": "system"}
+        record = {"id": i, "conversations": [{"from": roles[r], "value": t} for r, t in turns]}
+        if names:
+            record["image"] = names
+        records.append(record)
+        conv_ref[sample_key(i)] = (turns, [(root / n).read_bytes() for n in names])
+    conv = _make_conversations(tmp_path_factory.mktemp("g3_conv") / "data", records, root)
+    return {"vqa": (vqa, vqa_ref), "conversation": (conv, conv_ref)}
+
+
+def alone(processor: Any, turns: list[tuple[str, str]], images: list[bytes]) -> dict[str, Any]:
+    """The conversation through Gemma 3's own processor: its chat template with
+    ``<start_of_image>`` (the processor's image token) for each tag, then the processor with
+    the images and no added BOS (the template has it), as ``processor.apply_chat_template``."""
+    messages = [
+        {"role": r, "content": t.replace("<image>", processor.image_token)} for r, t in turns
+    ]
+    text = processor.tokenizer.apply_chat_template(messages, tokenize=False)
+    pil = [Image.open(io.BytesIO(b)) for b in images]
+    return processor(
+        text=[text], images=[pil] if pil else None, add_special_tokens=False, return_tensors="pt"
+    )
+
+
+def packs_of(task: str, path: Path, tok_dir: Path, light: bool) -> list[Any]:
+    cls = VQAPackingTaskEncoder if task == "vqa" else ConversationPackingTaskEncoder
+    enc = encoder(cls, tok_dir, light_media=light)
+    assert enc.light_media is light and enc.media.family.name == "gemma3"
+    return list(make_loader(path, enc, packing_buffer_size=8))
+
+
+@pytest.fixture(scope="module")
+def packs(datasets: dict[str, Any], gemma3_dir: Path) -> dict[str, list[Any]]:
+    """Each dataset's packs with light buffers, checked bit-identical to stock buffers'."""
+    out = {}
+    for task, (path, _) in datasets.items():
+        light = packs_of(task, path, gemma3_dir, light=True)
+        stock = packs_of(task, path, gemma3_dir, light=False)
+        assert len(light) == len(stock)
+        for a, b in zip(light, stock):  # restore keys name the stage light buffers add
+            assert_same_item(dataclasses.replace(a, __restore_key__=b.__restore_key__), b)
+        out[task] = light
+    return out
+
+
+def _documents(pack: Any) -> Any:
+    """``(key, token slice, image slice)`` of each document of ``pack``."""
+    start = image = 0
+    for key, n in zip(pack.sample_keys, pack.doc_lengths):
+        images = int(
+            (pack.image_spans[:, 0] >= start).logical_and(pack.image_spans[:, 0] < start + n).sum()
+        )
+        yield key, slice(start, start + n), slice(image, image + images)
+        start, image = start + n, image + images
+
+
+@pytest.mark.parametrize("task", ["vqa", "conversation"])
+def test_packed_documents_equal_gemma3_processor_alone(
+    task: str, datasets: dict[str, Any], packs: dict[str, list[Any]], gemma3_dir: Path
+) -> None:
+    _, ref = datasets[task]
+    processor = gemma3_processor(gemma3_dir)
+    tok = processor.tokenizer
+    seen = []
+    for pack in packs[task]:
+        assert pack.pixel_values.shape[1:] == (3, 32, 32)
+        for key, tokens, images in _documents(pack):
+            turns, image_bytes = ref[key]
+            want = alone(processor, turns, image_bytes)
+            assert pack.tokens[tokens].tolist() == want["input_ids"][0].tolist(), key
+            assert pack.token_type_ids[tokens].tolist() == want["token_type_ids"][0].tolist()
+            assert pack.image_grid_thw[images].tolist() == [[1, 1, 1]] * len(image_bytes)
+            if image_bytes:
+                assert torch.equal(pack.pixel_values[images], want["pixel_values"]), key
+            labels = pack.labels[tokens]
+            answers = "".join(f"{t}<end_of_turn>\n" for r, t in turns if r == "assistant")
+            assert tok.decode(labels[labels != -100]) == answers, key
+            n = tokens.stop - tokens.start
+            assert pack.position_ids[tokens].tolist() == list(range(n)), key
+            seen.append(key)
+    assert sorted(seen) == sorted(ref)
+    assert max(len(p.sample_keys) for p in packs[task]) > 1  # documents really share packs
+    # the layout's blank lines merged with the newlines before it ("user\n" + "\n\n" is one
+    # "\n\n\n" token): it is laid out in the text, as the processor does, not token by token
+    boi = tok.convert_tokens_to_ids("<start_of_image>")
+    before = {int(p.tokens[i - 1]) for p in packs[task] for i in torch.where(p.tokens == boi)[0]}
+    assert tok.convert_tokens_to_ids("\n\n\n") in before
+
+
+@pytest.fixture
+def fast_flex(monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers' flex path and its own masks (each document alone) without torch.compile
+    (~50 s on CPU; the same result)."""
+    from transformers import masking_utils
+    from transformers.integrations import flex_attention as hf_flex
+
+    wrapper = hf_flex.WrappedFlexAttention
+    monkeypatch.setattr(wrapper, "_is_flex_compiled", True)
+    monkeypatch.setattr(wrapper, "_compiled_flex_attention", staticmethod(flex_attention))
+    monkeypatch.setattr(wrapper, "training", False, raising=False)
+    monkeypatch.setattr(
+        masking_utils,
+        "create_block_mask",
+        lambda *args, _compile=False, **kw: create_block_mask(*args, _compile=False, **kw),
+    )
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+@pytest.mark.parametrize(
+    "impl", ["sdpa", "eager", pytest.param("flex_attention", marks=pytest.mark.slow)]
+)
+def test_tiny_gemma3_packed_logits_equal_alone(
+    impl: str,
+    fast_flex: None,
+    datasets: dict[str, Any],
+    packs: dict[str, list[Any]],
+    gemma3_dir: Path,
+) -> None:
+    """Both datasets' packs, two to a batch with tail padding, through ``hf_kwargs(impl,
+    config=model)`` (image tokens bidirectional per image, per document, with the window)."""
+    processor = gemma3_processor(gemma3_dir)
+    model = tiny_gemma3(processor.tokenizer, impl)
+    worst = 0.0
+    tasks = ["conversation"] if impl == "flex_attention" else ["vqa", "conversation"]
+    for task in tasks:  # flex without torch.compile is slow on CPU: the multi-image one
+        ref = datasets[task][1]
+        rows = packs[task]
+        for b in range(0, len(rows), 2):
+            batch = collate_packs(rows[b : b + 2], pad_to=PACK_SIZE)
+            kwargs = batch.hf_kwargs(impl, config=model.config, with_labels=False)
+            assert kwargs["pixel_values"].dim() == 4 and "image_grid_thw" not in kwargs
+            with torch.no_grad():
+                logits = model(**kwargs).logits
+            for r, pack in enumerate(rows[b : b + 2]):
+                for key, tokens, _ in _documents(pack):
+                    with torch.no_grad():
+                        single = model(**alone(processor, *ref[key])).logits[0]
+                    got = logits[r, tokens]
+                    worst = max(worst, float((got - single).abs().max()))
+                    torch.testing.assert_close(got, single, atol=1e-5, rtol=0)
+    print(f"gemma3 {impl}: max |packed - alone| logit difference {worst:.2e}")
+    # the check can fail: without the image blocks (all token types 0) packing is causal
+    causal = batch.hf_kwargs(
+        impl, config=model.config, with_labels=False, token_type_ids=0 * batch.token_type_ids
+    )
+    with torch.no_grad():
+        assert float((model(**causal).logits - logits).abs().max()) > 1e-3
+
+
+def test_light_buffers_plan_gemma3_tokens_from_headers(gemma3_dir: Path) -> None:
+    """One ``(1, 1, 1)`` item and ``image_seq_length`` tokens per image whatever its size, as
+    the processor's ``_get_num_multimodal_tokens`` says and its expansion does."""
+    processor = gemma3_processor(gemma3_dir)
+    enc = encoder(ConversationPackingTaskEncoder, gemma3_dir)
+    assert enc.light_media
+    rng = random.Random(1)
+    sizes = SIZES + [(rng.randint(1, 400), rng.randint(1, 400)) for _ in range(10)]
+    planned = enc.media_planner.images([png(w, h, seed=0) for w, h in sizes], key="k")
+    counted = processor._get_num_multimodal_tokens(image_sizes=[(h, w) for w, h in sizes])
+    assert planned.num_tokens == counted["num_image_tokens"] == [GEMMA3_TOKENS_PER_IMAGE] * 16
+    processed = enc.media.images([Image.new("RGB", s) for s in sizes])
+    assert processed.num_tokens == planned.num_tokens
+    assert torch.equal(processed.grid_thw, planned.grid_thw)
+
+
+def test_gemma3_refusals(gemma3_dir: Path) -> None:
+    """Pan-and-scan, an image processor without the processor's tokens per image, mRoPE,
+    videos and a tokenizer without the image start/end tokens are refused, each saying why."""
+    processor = gemma3_processor(gemma3_dir)
+    with pytest.raises(ValueError, match="pass the whole Gemma3Processor"):
+        encoder_with(processor.image_processor, gemma3_dir)
+    processor.image_processor.do_pan_and_scan = True
+    with pytest.raises(ValueError, match="do_pan_and_scan=True is not supported"):
+        encoder_with(processor, gemma3_dir)
+    with pytest.raises(ValueError, match="gemma3 models take 1-D positions"):
+        encoder(ConversationPackingTaskEncoder, gemma3_dir, mrope=True)
+    enc = encoder(ConversationPackingTaskEncoder, gemma3_dir)
+    with pytest.raises(ValueError, match="videos are not supported for the gemma3"):
+        enc.media.videos([[Image.new("RGB", (32, 32))]])
+    with pytest.raises(ValueError, match="wraps each image in vision start/end tokens"):
+        ConversationPackingTaskEncoder(
+            gemma3_dir,
+            gemma3_processor(gemma3_dir),
+            image_token="<image_soft_token>",
+            vision_start_token=None,
+            pack_size=PACK_SIZE,
+        )
+
+
+def encoder_with(processor: Any, tok_dir: Path) -> Any:
+    return ConversationPackingTaskEncoder(tok_dir, processor, pack_size=PACK_SIZE, **TOKENS)
+
+
+def test_analyze_counts_gemma3_media_tokens(
+    tmp_path: Path, datasets: dict[str, Any], gemma3_dir: Path
+) -> None:
+    """``energon-pack analyze --task conversation --processor DIR`` on a saved Gemma 3
+    processor (tokenizer included): the family's tokens per image and every document."""
+    from click.testing import CliRunner
+
+    from energon_pack.cli import main
+
+    processor = gemma3_processor(gemma3_dir)
+    processor.save_pretrained(tmp_path / "gemma3")
+    path, ref = datasets["conversation"]
+    args = ["analyze", str(path), "--task", "conversation", "--processor", str(tmp_path / "gemma3")]
+    res = CliRunner().invoke(
+        main, [*args, "--pack-size", str(PACK_SIZE), "--buffer-size", "4", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    n_images = sum(len(images) for _, images in ref.values())
+    assert out["media"]["media_tokens"] == GEMMA3_TOKENS_PER_IMAGE * n_images
+    assert out["samples_in"] == len(ref)

@@ -72,13 +72,15 @@ def _check_every_save(make: Callable[[], Any], late: int) -> list[Any]:
 
 @pytest.mark.parametrize("carry", [True, False], ids=["carry_over", "stock"])
 def test_every_late_save_resumes_to_the_uninterrupted_run(lengths_dataset: Path, carry) -> None:
-    reference = _check_every_save(lambda: _loader(lengths_dataset, carry), late=8)
+    reference = _check_every_save(lambda: _loader(lengths_dataset, carry), late=6)
     total = PackingCounts.total(b.counts for b in reference)
     assert total.samples == 90 and total.split > 0  # splits: a save can interrupt one
 
 
-@pytest.mark.parametrize("light", [True, False], ids=["light", "stock_media"])
-@pytest.mark.parametrize("carry", [True, False], ids=["carry_over", "no_carry"])
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("light", "carry"), [(True, True), (False, False)], ids=["light-carry", "stock-no_carry"]
+)
 def test_captioning_resumes_at_every_save(
     captioning_dataset, tokenizer_dir, image_processor, light: bool, carry: bool
 ) -> None:

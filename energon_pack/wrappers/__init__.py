@@ -11,6 +11,7 @@ from energon_pack.wrappers._carry_over import (
     build_packing_dataset,
     check_energon_version,
 )
+from energon_pack.wrappers._fingerprint import fingerprint
 from energon_pack.wrappers._postencode import (
     PostencodePackingDataset,
     build_postencode_packing_dataset,
@@ -21,7 +22,6 @@ from energon_pack.wrappers._resume import (
     ResumeConfigError,
     ResumeGuard,
     SourceEndGuard,
-    fingerprint,
 )
 
 __all__ = [

@@ -6,27 +6,24 @@ The packing task encoders put three small wrappers into the loader energon build
 
 ``ResumeGuard(... SourceEndGuard(reader) ... EncodeMapDataset(encode_sample) ... packing ...)``
 
-1. **End of data** (energon bug 5). When a reader reaches the end of its share it resets its
-   state to "start of a new epoch" (``WebdatasetSampleLoaderDataset._slices_iter``; so do
-   ``BlendDataset`` and a finite ``RepeatDataset``). Whatever still holds samples above it (the
-   shuffle buffer, the packing and carry-over buffers, a split document) is saved with that
-   reset reader, and a restore reads the whole share again: with ``repeat=False`` every save in
-   that window trains its samples twice, at 0 workers too. :class:`SourceEndGuard` sits right
-   above each reader and saves ``ended``; restored with ``ended``, it yields nothing for the rest
-   of that loader epoch (the outer :class:`ResumeGuard` counts loader epochs on a shared
-   :class:`ResumeClock`), so the buffers above drain and the epoch ends as it would have. The
-   next loader epoch reads the share again, as without a restore. Trace (one worker, reader of
-   4 samples, packing buffer 2)::
+1. **End of data** (energon bug 5). A reader that reaches the end of its share resets its
+   state to "new epoch" (``WebdatasetSampleLoaderDataset._slices_iter``; ``BlendDataset`` and a
+   finite ``RepeatDataset`` too). The shuffle, packing and carry-over buffers above it still
+   hold samples, a save there keeps the reset reader, and the restore reads the share again:
+   with ``repeat=False`` those samples are trained twice, at 0 workers too.
+   :class:`SourceEndGuard`, right above each reader, saves ``ended``; restored so, it yields
+   nothing for the rest of that loader epoch (:class:`ResumeGuard` counts epochs on a shared
+   :class:`ResumeClock`)::
 
-       run:      read a b | pack [a b] | read c d | end -> ended | pack [c] (save) | pack [d]
-       restore:  ended -> the reader yields nothing | packing buffer [d] -> pack [d] | end
+       run:      ... | reader ends: ended | pack P (save) | pack Q | end of epoch
+       restore:  the reader yields nothing | the buffers hold Q's samples: pack Q | end
+       energon:  the reader reads its share again: P's and Q's samples trained twice
 
-   A state saved after a loop over a ``repeat=False`` loader has ended restores to that end: the
-   first loop after the restore is empty, the next one is a new epoch. energon also starts a
-   worker's dataset again when the items it skips to reach a restored position (from an older
-   checkpoint) run to the end of the share; :class:`ResumeGuard` sees that every item of its pass
-   was skipped (energon prefixes the restore key of the items it passes on) and keeps the
-   epoch, so the readers that ended stay silent.
+   A state saved after a loop over the loader ended restores to that end (the first loop after
+   the restore is empty, the next one is a new epoch). energon also restarts a worker's dataset
+   when the items it skips to reach a restored position (from an older checkpoint) run to the
+   end of the share: :class:`ResumeGuard` sees a pass whose every item was skipped (energon
+   prefixes the restore key of the items it passes on) and keeps the epoch.
 2. **Restore keys** (bug 4). ``MapDataset`` resumes a generator interrupted by a save under its
    *next* sample index, so the remaining pieces of a split document get restore keys one higher
    than in the uninterrupted run. :class:`EncodeMapDataset` resumes it under its own index.
@@ -47,11 +44,7 @@ keep energon's (``EncodeMapDataset``). They rely on energon 7.4 internals
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import hashlib
 import inspect
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -67,7 +60,6 @@ __all__ = [
     "ResumeConfigError",
     "ResumeGuard",
     "SourceEndGuard",
-    "fingerprint",
 ]
 
 
@@ -252,60 +244,3 @@ class EncodeMapDataset(MapDataset[Any, Any]):
             yield add_sample_restore_key(piece, idx_out, idx, src=self)
         self._generator_sample_key = None
         self._generator_offset = None
-
-
-def fingerprint(**parts: Any) -> dict[str, str]:
-    """Flat ``{"name": "value"}`` of everything that shapes packs, for :class:`ResumeGuard`.
-
-    Each keyword is one part: scalars as they are, dataclasses and plain objects by their public
-    fields (``packing.pack_size``), tokenizers by class and a digest of the vocabulary,
-    processors by class and a digest of ``to_dict()``. Example:
-    ``fingerprint(num_workers=2, packing=PackingConfig(pack_size=64))`` ->
-    ``{"num_workers": "2", "packing.pack_size": "64", "packing.algorithm": ..., ...}``.
-    """
-    out: dict[str, str] = {}
-    for name, value in parts.items():
-        _flatten(name, value, out, depth=0)
-    return out
-
-
-#: Attributes that are not configuration (run records; ``config`` is its own part).
-_SKIP = frozenset(
-    {"config", "stats", "selections", "light_fallbacks", "log_every", "resume_accept_changes"}
-)
-
-
-def _flatten(name: str, value: Any, out: dict[str, str], depth: int) -> None:
-    if isinstance(value, enum.Enum):
-        out[name] = repr(value.value)
-    elif value is None or isinstance(value, (bool, int, float, str)):
-        out[name] = repr(value)
-    elif isinstance(value, (list, tuple, frozenset, set)):
-        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
-        out[name] = repr([_scalar(v) for v in items])
-    elif hasattr(value, "get_vocab"):  # a tokenizer
-        vocab = sorted(value.get_vocab().items())  # not the path: a copied tokenizer is the same
-        out[name] = f"{type(value).__name__}({len(vocab)} tokens, {_digest(repr(vocab).encode())})"
-    elif hasattr(value, "to_dict") and not dataclasses.is_dataclass(value):  # a processor
-        config = json.dumps(value.to_dict(), sort_keys=True, default=repr).encode()
-        out[name] = f"{type(value).__name__}({_digest(config)})"
-    elif depth < 3 and (dataclasses.is_dataclass(value) or hasattr(value, "__dict__")):
-        out[name] = type(value).__qualname__
-        fields = (
-            {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-            if dataclasses.is_dataclass(value)
-            else vars(value)
-        )
-        for key, inner in fields.items():
-            if not key.startswith("_") and key not in _SKIP and not inspect.isroutine(inner):
-                _flatten(f"{name}.{key}", inner, out, depth + 1)
-    else:
-        out[name] = type(value).__qualname__
-
-
-def _scalar(value: Any) -> Any:
-    return value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha1(data).hexdigest()[:12]

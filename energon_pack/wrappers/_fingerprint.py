@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The configuration fingerprint a :class:`~energon_pack.wrappers.ResumeGuard` saves and checks.
+
+Everything that shapes packs, flattened to ``{"name": "value"}`` strings, so that a restore can
+name what changed: ``packing.pack_size: 64 -> 48``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import inspect
+import json
+from typing import Any
+
+__all__ = ["fingerprint"]
+
+
+def fingerprint(**parts: Any) -> dict[str, str]:
+    """Flat ``{"name": "value"}`` of everything that shapes packs, for :class:`ResumeGuard`.
+
+    Each keyword is one part: scalars as they are, dataclasses and plain objects by their public
+    fields (``packing.pack_size``), tokenizers by class and a digest of the vocabulary,
+    processors by class and a digest of ``to_dict()``. Example:
+    ``fingerprint(num_workers=2, packing=PackingConfig(pack_size=64))`` ->
+    ``{"num_workers": "2", "packing.pack_size": "64", "packing.algorithm": ..., ...}``.
+    """
+    out: dict[str, str] = {}
+    for name, value in parts.items():
+        _flatten(name, value, out, depth=0)
+    return out
+
+
+#: Attributes that are not configuration (run records; ``config`` is its own part).
+_SKIP = frozenset(
+    {"config", "stats", "selections", "light_fallbacks", "log_every", "resume_accept_changes"}
+)
+
+
+def _flatten(name: str, value: Any, out: dict[str, str], depth: int) -> None:
+    if isinstance(value, enum.Enum):
+        out[name] = repr(value.value)
+    elif value is None or isinstance(value, (bool, int, float, str)):
+        out[name] = repr(value)
+    elif isinstance(value, (list, tuple, frozenset, set)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        out[name] = repr([_scalar(v) for v in items])
+    elif hasattr(value, "get_vocab"):  # a tokenizer
+        vocab = sorted(value.get_vocab().items())  # not the path: a copied tokenizer is the same
+        out[name] = f"{type(value).__name__}({len(vocab)} tokens, {_digest(repr(vocab).encode())})"
+    elif hasattr(value, "to_dict") and not dataclasses.is_dataclass(value):  # a processor
+        config = json.dumps(value.to_dict(), sort_keys=True, default=repr).encode()
+        out[name] = f"{type(value).__name__}({_digest(config)})"
+    elif depth < 3 and (dataclasses.is_dataclass(value) or hasattr(value, "__dict__")):
+        out[name] = type(value).__qualname__
+        fields = (
+            {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+            if dataclasses.is_dataclass(value)
+            else vars(value)
+        )
+        for key, inner in fields.items():
+            if not key.startswith("_") and key not in _SKIP and not inspect.isroutine(inner):
+                _flatten(f"{name}.{key}", inner, out, depth + 1)
+    else:
+        out[name] = type(value).__qualname__
+
+
+def _scalar(value: Any) -> Any:
+    return value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha1(data).hexdigest()[:12]

@@ -77,6 +77,32 @@ def test_every_late_save_resumes_to_the_uninterrupted_run(lengths_dataset: Path,
     assert total.samples == 90 and total.split > 0  # splits: a save can interrupt one
 
 
+def test_a_blend_with_repetitions_resumes_at_every_save(tmp_path: Path) -> None:
+    """A metadataset blend (``repetitions: 2`` wraps a reader in a finite ``RepeatDataset``,
+    which, like ``BlendDataset``, resets itself at its end): no replay at late saves."""
+    rng = random.Random(2)
+    paths = [
+        make_text_dataset(tmp_path / name, [str(rng.randint(1, 80)) for _ in range(n)])
+        for name, n in (("a", 30), ("b", 20))
+    ]
+    meta = tmp_path / "blend.yaml"
+    meta.write_text(
+        "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
+        "    blend_epochized:\n"
+        f"      - repetitions: 1\n        path: {paths[0]}\n"
+        f"      - repetitions: 2\n        path: {paths[1]}\n"
+    )
+
+    def make() -> Any:
+        encoder = LengthTextEncoder(pack_size=64, overlong="split", carry_over=CarryOver())
+        return make_loader(
+            meta, encoder, packing_buffer_size=6, shuffle_buffer_size=4, batch_size=2
+        )
+
+    reference = _check_every_save(make, late=5)
+    assert PackingCounts.total(b.counts for b in reference).samples == 30 + 2 * 20
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("light", "carry"), [(True, True), (False, False)], ids=["light-carry", "stock-no_carry"]

@@ -343,6 +343,8 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         as the uninterrupted run after a resume, re-encoding at restore not counted)."""
         from energon_pack.wrappers import EncodeMapDataset
 
+        if self._is_overridden(self.preencode_sample):  # energon's pre-/post-encode split
+            return super().build_encode_sample(dataset, worker_config=worker_config)
         encode = self.encode_sample
         return EncodeMapDataset(
             dataset,

@@ -14,8 +14,9 @@ conversation   ``ConversationPackingTaskEncoder(...)``    ``make-dataset --task 
 
 The media tasks take ``--processor DIR``, a local transformers processor directory: its
 ``preprocessor_config.json`` or ``processor_config.json`` (what ``save_pretrained(DIR)``
-writes, or a downloaded Qwen2/2.5/3-VL or InternVL snapshot) is loaded with
-``AutoImageProcessor`` (InternVL: with ``image_seq_length`` from ``processor_config.json``),
+writes, or a downloaded Qwen2/2.5/3-VL, InternVL, Gemma 3 or PaliGemma snapshot) is loaded with
+``AutoImageProcessor`` (InternVL, Gemma 3, PaliGemma: with ``image_seq_length`` and
+``processor_class`` from ``processor_config.json``),
 and the placeholder tokens are the family's (``vision_family(...).default_tokens``); the tokenizer
 comes from ``--tokenizer`` or from the same directory. A ``video_preprocessor_config.json`` is
 loaded with ``AutoVideoProcessor`` when torchvision is installed; without it, video frames go
@@ -93,8 +94,9 @@ def check_sample_type(dataset: Path, task: str) -> None:
 
 def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
     """``(processor, video_processor or None, notes)`` from a local processor directory: the
-    image processor, or for InternVL (``image_seq_length`` in ``processor_config.json``) it with
-    the tokens per tile (see :func:`~energon_pack.encoding.vision_family`).
+    image processor, or for InternVL, Gemma 3 and PaliGemma it with the tokens per tile or image
+    (``image_seq_length``) and ``processor_class`` (see
+    :func:`~energon_pack.encoding.vision_family`).
 
     Raises:
         click.UsageError: no processor config, or a processor family packing cannot serve.
@@ -115,13 +117,17 @@ def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "use_fast" and backend notices
         image_processor = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
-    seq = (
-        json.loads(configs[1].read_text()).get("image_seq_length") if configs[1].is_file() else None
-    )
+    config = json.loads(configs[1].read_text()) if configs[1].is_file() else {}
+    # InternVL and Gemma 3 save it in processor_config.json, PaliGemma on its image processor
+    seq = config.get("image_seq_length", getattr(image_processor, "image_seq_length", None))
     processor = (
         image_processor
         if seq is None
-        else SimpleNamespace(image_processor=image_processor, image_seq_length=int(seq))
+        else SimpleNamespace(
+            image_processor=image_processor,
+            image_seq_length=int(seq),
+            processor_class=config.get("processor_class"),
+        )
     )
     try:
         vision_family(processor)

@@ -20,6 +20,7 @@ from energon_pack.encoding._errors import (
 from energon_pack.encoding._families import (
     Images,
     PatchGrids,
+    PrefixImages,
     Tiles,
     check_mrope,
     vision_family,
@@ -91,6 +92,7 @@ __all__ = [
     "PatchGrids",
     "rebuilding",
     "PendingPixels",
+    "PrefixImages",
     "ProcessedMedia",
     "resolve_light_media",
     "restoring_item",

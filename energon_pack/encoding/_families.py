@@ -15,7 +15,8 @@ patch grids   ``(t*h*w, 3*T*p*p)`` patch rows      ``(t, h, w)``         ``t*h*w
 tiles         ``(n, 3, H, W)`` tiles (crop to      ``(n, 1, 1)``         ``n * image_seq_length``
 (InternVL)    patches + thumbnail)
 images        ``(1, 3, S, S)`` per image           ``(1, 1, 1)``         ``image_seq_length``
-(Gemma 3)     (resized square)                                           (``token_type_ids`` 1)
+(Gemma 3,     (resized square)                                           (+ ``token_type_ids``)
+PaliGemma)
 ============  ===================================  ====================  ==================
 
 An InternVL 150x60 image with 56-pixel tiles (at most 4) and 4 tokens a tile: 3 tiles plus the
@@ -28,8 +29,11 @@ replaces its ``<start_of_image>``), and its soft tokens get ``token_type_ids`` 1
 each image's tokens attend both ways (``hf_kwargs(..., config=model)`` builds that mask).
 Pan-and-scan crops are refused.
 
-Families refused with a message rather than served a different forward pass: PaliGemma and any
-processor not listed here.
+PaliGemma (``PaliGemmaProcessor``): the same stacked images; a document is one prompt and one
+answer, laid out as the processor does: ``<image>`` x ``image_seq_length`` per image, BOS, the
+prompt, ``\\n`` (the prefix, ``token_type_ids`` 0, attending both ways), the answer and EOS (1).
+
+Any processor not listed here is refused with a message.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Images", "PatchGrids", "Tiles", "check_mrope", "vision_family"]
+__all__ = ["Images", "PatchGrids", "PrefixImages", "Tiles", "check_mrope", "vision_family"]
 
 
 def _size_value(size: Any, name: str) -> int | None:
@@ -53,9 +57,13 @@ class PatchGrids:
 
     name = "qwen2-vl"
     #: The text around each placeholder run, put in after the chat template (None: the
-    #: placeholder goes into the messages); the model reads ``token_type_ids`` (1 on images).
+    #: placeholder goes into the messages).
     text_layout: str | None = None
-    token_types = False
+    #: The ``token_type_ids`` the model reads: ``"image_tokens"`` (1 on them, Gemma 3),
+    #: ``"suffix"`` (1 on the answer, PaliGemma); None: none.
+    token_types: str | None = None
+    #: Documents are one prompt and one answer laid out as PaliGemma's processor does.
+    prefix_lm = False
     #: Videos go through this family (frames, or a Qwen video processor).
     videos = True
     #: The model takes 3-row mRoPE positions.
@@ -124,8 +132,9 @@ class Tiles:
     pixel values and 1-D positions."""
 
     name = "internvl"
-    videos = mrope = token_types = False
+    videos = mrope = prefix_lm = False
     text_layout: str | None = None
+    token_types: str | None = None
     default_tokens = {
         "image_token": "<IMG_CONTEXT>",
         "video_token": None,
@@ -167,7 +176,7 @@ class Images(Tiles):
         "vision_end_token": "<end_of_image>",
     }
     text_layout = "\n\n{}\n\n"
-    token_types = True
+    token_types = "image_tokens"
 
     def __init__(self, image_processor: Any, tokens_per_image: int) -> None:
         if getattr(image_processor, "do_pan_and_scan", False):
@@ -187,6 +196,26 @@ class Images(Tiles):
         return 1, 1, 1
 
 
+class PrefixImages(Images):
+    """PaliGemma: ``image_seq_length`` ``<image>`` tokens per image, then BOS, the prompt and a
+    newline (the bidirectional prefix, ``token_type_ids`` 0), then the answer and EOS (1)."""
+
+    name = "paligemma"
+    default_tokens = {
+        "image_token": "<image>",
+        "video_token": None,
+        "vision_start_token": None,
+        "vision_end_token": None,
+    }
+    text_layout = None
+    token_types = "suffix"
+    prefix_lm = True
+
+    def process(self, images: Sequence[Any]) -> tuple[Any, Any]:
+        out = self.image_processor(images=list(images), return_tensors="pt")
+        return out["pixel_values"], torch.ones(len(images), 3, dtype=torch.int64)
+
+
 def check_mrope(family: PatchGrids | Tiles, mrope: bool) -> None:
     """Raise ValueError when ``mrope=True`` is asked of a family whose model has 1-D positions."""
     if mrope and not family.mrope:
@@ -202,13 +231,12 @@ def vision_family(processor: Any) -> PatchGrids | Tiles:
     Raises:
         ValueError: a family packing cannot serve exactly yet (Gemma 3), or an unknown one.
     """
-    name = type(processor).__name__
+    # a processor, or what ``analyze`` loads from a directory: its image processor,
+    # image_seq_length and processor_class
+    name = getattr(processor, "processor_class", None) or type(processor).__name__
     image_processor = getattr(processor, "image_processor", processor)
     if name.startswith("PaliGemma"):
-        raise ValueError(
-            f"{name}: PaliGemma's processor family (prefix, its own token layout) is not "
-            "supported yet; train it unpacked."
-        )
+        return PrefixImages(image_processor, processor.image_seq_length)
     if type(image_processor).__name__.startswith("Gemma3"):
         seq = getattr(processor, "image_seq_length", None)
         if not isinstance(seq, int):

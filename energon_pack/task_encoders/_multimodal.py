@@ -404,19 +404,21 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             pixel_values=images.pixel_values,
             image_grid_thw=images.grid_thw,
             image_spans=_spans(spans.get(self.image_token_id, [])),
-            token_type_ids=self._token_types(ids),
+            token_type_ids=self._token_types(ids, mask),
             pixel_values_videos=videos.pixel_values,
             video_grid_thw=videos.grid_thw,
             video_spans=_spans(video_spans),
             video_second_per_grid=timing.second_per_grid if counts else torch.zeros(0),
         )
 
-    def _token_types(self, ids: list[int]) -> torch.Tensor | None:
-        """1 on image placeholders, 0 elsewhere, for families whose model reads them (Gemma 3:
-        ``Gemma3Processor``'s ``token_type_ids``); None for the others."""
-        if not self.media.family.token_types:
+    def _token_types(self, ids: list[int], mask: list[bool]) -> torch.Tensor | None:
+        """The ``token_type_ids`` of the family's processor: 1 on image placeholders (Gemma 3)
+        or on the answer (PaliGemma's suffix), 0 elsewhere; None for the other families."""
+        kind = self.media.family.token_types
+        if kind is None:
             return None
-        return (torch.tensor(ids, dtype=torch.int64) == self.image_token_id).to(torch.int64)
+        ones = torch.tensor(mask) if kind == "suffix" else torch.tensor(ids) == self.image_token_id
+        return ones.to(torch.int64).view(-1)
 
     @classmethod
     def tag_mismatch(
@@ -453,9 +455,10 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             if n > 0 and tag not in text
         ]
         out = [dict(m) for m in messages]
-        if missing:
+        if missing:  # PaliGemma's processor puts them first, without a newline
             first = next((m for m in out if m["role"] == "user"), out[0])
-            first["content"] = "".join(missing) + "\n" + first["content"]
+            sep = "" if self.media.family.prefix_lm else "\n"
+            first["content"] = "".join(missing) + sep + first["content"]
         for m in out:
             for tag, placeholder in self._placeholder.items():
                 m["content"] = m["content"].replace(tag, placeholder)
@@ -463,6 +466,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
 
     def _render(self, key: str, messages: list[Message]) -> tuple[list[int], list[bool]]:
         """Token ids of the conversation and the loss mask on assistant turns."""
+        if self.media.family.prefix_lm:
+            return self._render_prefix(key, messages)
         if not self.use_chat_template or any(m["role"] == TEXT_ROLE for m in messages):
             return self._render_plain(messages)
         tok = self.tokenizer.tokenizer
@@ -490,6 +495,23 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
                 )
             mask[len(before) : len(upto)] = [True] * (len(upto) - len(before))
         return full, mask
+
+    def _render_prefix(self, key: str, messages: list[Message]) -> tuple[list[int], list[bool]]:
+        """PaliGemma: the prompt as its processor lays it out (BOS after the last image tag,
+        or after the images it puts first; a newline after), then the answer and EOS, in the
+        loss. ``<image> what`` + ``red`` -> ``<image> <bos> what \\n | red <eos>``."""
+        roles = [m["role"] for m in messages]
+        if roles != ["user", "assistant"]:
+            raise ValueError(
+                f"sample {key!r}: a {self.media.family.name} document is one user prompt and one "
+                f"answer (prefix-LM), not turns {roles}; split it into single-turn samples."
+            )
+        tok = self.tokenizer.tokenizer
+        prompt, tag = messages[0]["content"], self._placeholder[self.image_tag]
+        cut = prompt.rfind(tag) + len(tag) if tag in prompt else 0
+        prefix = self.tokenizer.encode_text(f"{prompt[:cut]}{tok.bos_token}{prompt[cut:]}\n")
+        answer = self.tokenizer.encode_text(messages[1]["content"] + tok.eos_token)
+        return prefix + answer, [False] * len(prefix) + [True] * len(answer)
 
     def _render_plain(self, messages: list[Message]) -> tuple[list[int], list[bool]]:
         """``[BOS] turn turn ...``, ``[EOD]`` after each assistant (or text) turn, in the loss."""

@@ -200,10 +200,11 @@ GEMMA3_CHAT_TEMPLATE = (
 )
 
 
-def gemma3_tokenizer(path: Any, texts: list[str]) -> Any:
+def gemma3_tokenizer(path: Any, texts: list[str], named: dict[str, str] | None = None) -> Any:
     """A transformers ``GemmaTokenizer`` (Gemma's byte-fallback BPE, spaces as ``▁``) trained
     here on ``texts`` and runs of 1..6 newlines (so ``\\n\\n\\n`` is one token, as in Gemma's
-    vocabulary), with Gemma 3's turn and image tokens and chat template, saved to ``path``."""
+    vocabulary), with Gemma 3's turn tokens and chat template and the ``named`` tokens (default:
+    Gemma 3's image tokens), saved to ``path``."""
     import json
     import string
 
@@ -224,7 +225,7 @@ def gemma3_tokenizer(path: Any, texts: list[str]) -> Any:
     tok = GemmaTokenizer(
         vocab=model["vocab"],
         merges=[tuple(m) for m in model["merges"]],
-        extra_special_tokens=GEMMA3_TOKENS,
+        extra_special_tokens=GEMMA3_TOKENS if named is None else named,
     )
     tok.add_tokens(["<start_of_turn>", "<end_of_turn>"], special_tokens=True)
     tok.chat_template = GEMMA3_CHAT_TEMPLATE
@@ -287,6 +288,61 @@ def tiny_gemma3(tokenizer: Any, attn_implementation: str = "sdpa") -> torch.nn.M
     impl = {"text_config": attn_implementation, "vision_config": "sdpa", "": attn_implementation}
     torch.manual_seed(0)
     model = tf.Gemma3ForConditionalGeneration._from_config(
+        config, attn_implementation=impl, dtype=torch.float32
+    )
+    return model.eval()
+
+
+#: PaliGemma test images: 16 pixels, SigLIP patch 8 -> 4 tokens an image (no pooling).
+PALIGEMMA_IMAGE, PALIGEMMA_TOKENS_PER_IMAGE = 16, 4
+
+
+def paligemma_processor(tokenizer_dir: Any) -> Any:
+    """A ``PaliGemmaProcessor`` built offline: a SigLIP image processor (16-pixel images,
+    ``image_seq_length`` 4) and the tokenizer of ``tokenizer_dir`` (:func:`gemma3_tokenizer`
+    with ``{"image_token": "<image>"}``); the processor adds its ``<loc>``/``<seg>`` tokens."""
+    from transformers import AutoTokenizer, PaliGemmaProcessor
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+    image_processor = SiglipImageProcessorPil(
+        size={"height": PALIGEMMA_IMAGE, "width": PALIGEMMA_IMAGE}
+    )
+    image_processor.image_seq_length = PALIGEMMA_TOKENS_PER_IMAGE
+    return PaliGemmaProcessor(image_processor, AutoTokenizer.from_pretrained(tokenizer_dir))
+
+
+def tiny_paligemma(tokenizer: Any, attn_implementation: str = "sdpa") -> torch.nn.Module:
+    """A seeded fp32 ``PaliGemmaForConditionalGeneration`` (1-layer SigLIP, 2-layer Gemma)."""
+    import transformers as tf
+
+    config = tf.PaliGemmaConfig(
+        text_config=dict(
+            model_type="gemma",
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        ),
+        vision_config=dict(
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=PALIGEMMA_IMAGE,
+            patch_size=8,
+        ),
+        image_token_id=tokenizer.image_token_id,
+        projection_dim=32,
+    )
+    impl = {"text_config": attn_implementation, "vision_config": "sdpa", "": attn_implementation}
+    torch.manual_seed(0)
+    model = tf.PaliGemmaForConditionalGeneration._from_config(
         config, attn_implementation=impl, dtype=torch.float32
     )
     return model.eval()

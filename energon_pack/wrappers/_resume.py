@@ -174,8 +174,12 @@ class ResumeGuard(_PassThrough):
             )
         super().restore_state(state)
         self._fingerprint = dict(self._own)
+        self._restored = True
 
     def __iter__(self) -> Iterator[Any]:
+        if not getattr(self, "_restored", False):
+            _undo_placeholder_skip()
+        self._restored = False
         clock = self._clock
         clock.passes += 1
         # energon (SavableDatasetWrapper) restores a worker from an older checkpoint and skips
@@ -189,6 +193,20 @@ class ResumeGuard(_PassThrough):
             items += 1
             emitted += _passed_on(item)
         self._skipped_pass = items > 0 and emitted == 0
+
+
+def _undo_placeholder_skip() -> None:
+    """energon 7.4.1 bug 6 (docs/concepts/energon.md): a save that reaches a worker before its
+    first checkpoint stores the placeholder (no state, offset 1), and the restored worker skips
+    its first item. A worker whose dataset was not restored has nothing to skip: reset the skip
+    count of energon's ``SavableDatasetWrapper`` (the worker's dataset) to 0."""
+    import torch.utils.data
+
+    wrapper = getattr(torch.utils.data.get_worker_info(), "dataset", None)
+    skips = getattr(wrapper, "_workers_skip_samples", None)
+    worker = getattr(wrapper, "_worker_id", None)
+    if isinstance(skips, list) and isinstance(worker, int) and 0 <= worker < len(skips):
+        skips[worker] = 0
 
 
 def _passed_on(item: Any) -> bool:

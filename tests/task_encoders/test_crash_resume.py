@@ -207,6 +207,34 @@ def test_a_restore_skipping_to_the_end_of_a_share_replays_nothing(lengths_datase
 
 
 @pytest.mark.slow
+def test_a_placeholder_checkpoint_loses_no_item(lengths_dataset: Path) -> None:
+    """energon bug 6: a save that reaches a worker before its first checkpoint stores the
+    placeholder (no state, offset 1); the restored worker skipped its first item."""
+    from megatron.energon.savable_loader import SavableDatasetCheckpoint
+
+    def make() -> Any:
+        encoder = LengthTextEncoder(pack_size=64, overlong="split", carry_over=CarryOver())
+        return make_loader(
+            lengths_dataset, encoder, num_workers=2, packing_buffer_size=6, batch_size=2
+        )
+
+    loader = make()
+    it = iter(loader)
+    next(it)  # worker 0's first batch
+    state = loader.save_state_rank()
+    reference = list(it)
+    _close(loader)
+    state.worker_states[1] = SavableDatasetCheckpoint(state=None, offset=1)  # the placeholder
+    restored = make()
+    restored.restore_state_rank(state)
+    resumed = list(restored)
+    _close(restored)
+    assert len(resumed) == len(reference)  # before: one batch short
+    for i, (a, b) in enumerate(zip(reference, resumed)):
+        assert_same_item(a, b, what=f"item {i}")
+
+
+@pytest.mark.slow
 def test_sigkill_at_random_points_and_mid_save(tmp_path: Path) -> None:
     """One crash trial at 2 workers with carry-over: killed after a save, in the middle of a
     save and late in the epoch, restarted each time from the last state."""

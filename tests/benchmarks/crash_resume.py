@@ -128,14 +128,14 @@ def consume(folder: Path) -> None:
     with (folder / "log.jsonl").open("a") as log:
         _write_line(log, {"life": start})
         for index, batch in enumerate(loader, start=start):
+            if config.get("repeat") and index >= REPEAT_BATCHES:
+                break
             counts = {k: getattr(batch.counts, k) for k in ("samples", "documents", "packs")}
             record = {"i": index, "keys": member_keys(batch), "rk": repr(batch.__restore_key__)}
             _write_line(log, {**record, "counts": counts})
             if (index + 1) % config["save_every"] == 0:
                 state = {"loader": loader.save_state_rank(), "consumed": index + 1}
                 _save(folder, state, config["save_pause"], log, index + 1)
-            if config.get("repeat") and index + 1 >= REPEAT_BATCHES:
-                break
         _write_line(log, {"done": True})
     os._exit(0)  # do not wait for energon's worker shutdown at interpreter exit
 

@@ -313,7 +313,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
         self._resume_clock = ResumeClock()
         dataset = build(worker_config=worker_config, **kwargs)
-        print_ = fingerprint(
+        config_print = fingerprint(
             encoder=self,
             packing=self.config,
             packing_buffer_size=kwargs.get("packing_buffer_size"),
@@ -325,7 +325,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         return ResumeGuard(
             dataset,
             clock=self._resume_clock,
-            fingerprint=print_,
+            fingerprint=config_print,
             accept=frozenset(self.resume_accept_changes),
             worker_config=worker_config,
         )

@@ -322,3 +322,16 @@ def test_analyze_counts_gemma3_media_tokens(
     n_images = sum(len(images) for _, images in ref.values())
     assert out["media"]["media_tokens"] == GEMMA3_TOKENS_PER_IMAGE * n_images
     assert out["samples_in"] == len(ref)
+
+
+def test_gemma3_media_budgets(datasets: dict[str, Any], gemma3_dir: Path) -> None:
+    """``max_media_per_pack=2``: no pack holds more than 2 images (1-D image rows), and the
+    3-image conversations, which no pack could hold, are dropped and counted."""
+    path, ref = datasets["conversation"]
+    enc = encoder(ConversationPackingTaskEncoder, gemma3_dir, max_media_per_pack=2)
+    packs = list(make_loader(path, enc, packing_buffer_size=8))
+    assert max(len(p.image_grid_thw) for p in packs) == 2
+    assert all(len(p.pixel_values) == len(p.image_grid_thw) for p in packs)
+    three = {k for k, (_, images) in ref.items() if len(images) == 3}
+    assert sorted(k for p in packs for k in p.sample_keys) == sorted(set(ref) - three)
+    assert sum(p.counts.dropped_over_budget for p in packs) == len(three) == 2

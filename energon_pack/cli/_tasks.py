@@ -14,9 +14,9 @@ conversation   ``ConversationPackingTaskEncoder(...)``    ``make-dataset --task 
 
 The media tasks take ``--processor DIR``, a local transformers processor directory: its
 ``preprocessor_config.json`` or ``processor_config.json`` (what ``save_pretrained(DIR)``
-writes, or a downloaded Qwen2/2.5/3-VL, InternVL, Gemma 3 or PaliGemma snapshot) is loaded with
-``AutoImageProcessor`` (InternVL, Gemma 3, PaliGemma: with ``image_seq_length`` and
-``processor_class`` from ``processor_config.json``),
+writes, or a downloaded Qwen2/2.5/3-VL, InternVL, Idefics3, Gemma 3 or PaliGemma snapshot) is
+loaded with ``AutoImageProcessor`` (InternVL, Gemma 3, PaliGemma: with ``image_seq_length`` and
+``processor_class`` from ``processor_config.json``; Idefics3: ``AutoProcessor``),
 and the placeholder tokens are the family's (``vision_family(...).default_tokens``); the tokenizer
 comes from ``--tokenizer`` or from the same directory. A ``video_preprocessor_config.json`` is
 loaded with ``AutoVideoProcessor`` when torchvision is installed; without it, video frames go
@@ -95,7 +95,7 @@ def check_sample_type(dataset: Path, task: str) -> None:
 def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
     """``(processor, video_processor or None, notes)`` from a local processor directory: the
     image processor, or for InternVL, Gemma 3 and PaliGemma it with the tokens per tile or image
-    (``image_seq_length``) and ``processor_class`` (see
+    (``image_seq_length``) and ``processor_class``, for Idefics3 the whole processor (see
     :func:`~energon_pack.encoding.vision_family`).
 
     Raises:
@@ -129,6 +129,10 @@ def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
             processor_class=config.get("processor_class"),
         )
     )
+    if "image_seq_len" in config:  # Idefics3: the processor itself lays out the tile markers
+        from transformers import AutoProcessor
+
+        processor = AutoProcessor.from_pretrained(str(path), local_files_only=True)
     try:
         vision_family(processor)
     except ValueError as e:

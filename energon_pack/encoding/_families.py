@@ -17,6 +17,8 @@ tiles         ``(n, 3, H, W)`` tiles (crop to      ``(n, 1, 1)``         ``n * i
 images        ``(1, 3, S, S)`` per image           ``(1, 1, 1)``         ``image_seq_length``
 (Gemma 3,     (resized square)                                           (+ ``token_type_ids``)
 PaliGemma)
+split tiles   ``(n, 1, 3, S, S)``: rows x cols     ``(n, 1, 1)``         ``n * image_seq_len``
+(Idefics3)    tiles + a global one                                       (plus text markers)
 ============  ===================================  ====================  ==================
 
 An InternVL 150x60 image with 56-pixel tiles (at most 4) and 4 tokens a tile: 3 tiles plus the
@@ -44,7 +46,15 @@ from typing import Any
 
 import torch
 
-__all__ = ["Images", "PatchGrids", "PrefixImages", "Tiles", "check_mrope", "vision_family"]
+__all__ = [
+    "Images",
+    "PatchGrids",
+    "PrefixImages",
+    "SplitTiles",
+    "Tiles",
+    "check_mrope",
+    "vision_family",
+]
 
 
 def _size_value(size: Any, name: str) -> int | None:
@@ -216,6 +226,47 @@ class PrefixImages(Images):
         return out["pixel_values"], torch.ones(len(images), 3, dtype=torch.int64)
 
 
+class SplitTiles(Tiles):
+    """Idefics3: each image resized and split into ``rows x cols`` square tiles plus a global
+    one (or the global one only), ``image_seq_len`` tokens a tile, laid out by the processor's
+    own ``replace_image_token`` (``<fake_token_around_image><row_1_col_1><image>*n...``). Tiles
+    are kept ``(tiles, 1, 3, S, S)``; batches give the model ``(1, tiles, 3, S, S)``."""
+
+    name = "idefics3"
+    default_tokens = {
+        "image_token": "<image>",
+        "video_token": None,
+        "vision_start_token": None,
+        "vision_end_token": None,
+    }
+
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+        self.image_processor = processor.image_processor
+        self.tokens_per_tile = int(processor.image_seq_len)
+        side = _size_value(self.image_processor.max_image_size, "longest_edge")
+        self.item_shape = (1, 3, side, side)
+
+    def process(self, images: Sequence[Any]) -> tuple[Any, Any]:
+        out = self.image_processor(images=[list(images)], return_tensors="pt")
+        if not bool(out["pixel_attention_mask"].all()):
+            raise ValueError(
+                f"{type(self.image_processor).__name__} padded some tiles (do_image_splitting="
+                "False?); packs hold whole square tiles only: set do_image_splitting=True."
+            )
+        grid = torch.tensor([self.plan(*im.size) for im in images], dtype=torch.int64)
+        return out["pixel_values"][0][:, None], grid
+
+    def plan(self, width: int, height: int) -> tuple[int, int, int]:
+        return int(self.image_processor.get_number_of_image_patches(height, width, {})[0]), 1, 1
+
+    def expansion(self, width: int, height: int) -> list[int]:
+        """The token ids one ``width x height`` image becomes (markers and ``<image>`` runs)."""
+        _, rows, cols = self.image_processor.get_number_of_image_patches(height, width, {})
+        text = self.processor.replace_image_token({"rows": [[rows]], "cols": [[cols]]}, 0)
+        return list(self.processor.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def check_mrope(family: PatchGrids | Tiles, mrope: bool) -> None:
     """Raise ValueError when ``mrope=True`` is asked of a family whose model has 1-D positions."""
     if mrope and not family.mrope:
@@ -225,7 +276,7 @@ def check_mrope(family: PatchGrids | Tiles, mrope: bool) -> None:
         )
 
 
-def vision_family(processor: Any) -> PatchGrids | Tiles:
+def vision_family(processor: Any) -> PatchGrids | Tiles | SplitTiles:
     """The family of a transformers processor or image processor (see the module docstring).
 
     Raises:
@@ -248,6 +299,8 @@ def vision_family(processor: Any) -> PatchGrids | Tiles:
         return Images(image_processor, seq)
     if hasattr(image_processor, "merge_size"):
         return PatchGrids(image_processor)
+    if name.startswith("Idefics3") and hasattr(processor, "image_seq_len"):
+        return SplitTiles(processor)  # SmolVLM shares the layout but is not verified here
     if isinstance(getattr(processor, "image_seq_length", None), int) and hasattr(
         image_processor, "crop_to_patches"
     ):  # InternVLProcessor and its GotOcr2 image processor
@@ -256,8 +309,9 @@ def vision_family(processor: Any) -> PatchGrids | Tiles:
         return Tiles(image_processor, processor.image_seq_length)
     raise ValueError(
         f"{name}: not a supported VLM processor family; supported: Qwen2/2.5/3-VL image "
-        "processors (patch grids) and InternVL processors (InternVLProcessor: tiles). Pass the "
-        "whole processor (AutoProcessor), not only its image processor, for InternVL."
+        "processors (patch grids), InternVL (tiles), Idefics3 (split tiles), Gemma 3 and "
+        "PaliGemma processors (images). Pass the whole processor (AutoProcessor), not only its "
+        "image processor, for all but Qwen-VL."
     )
 
 

@@ -26,6 +26,7 @@ does not apply it, so the header size is the decoded size (a test checks a rotat
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ from typing import Any
 
 import torch
 
-from energon_pack.encoding._families import PatchGrids, Tiles, vision_family
+from energon_pack.encoding._families import PatchGrids, SplitTiles, Tiles, vision_family
 from energon_pack.encoding._media import ProcessedMedia
 
 __all__ = [
@@ -109,7 +110,7 @@ class MediaPlanner:
     ``MediaPlanner.for_processor(make_image_processor()).image_grid(64, 48) == (1, 4, 4)``.
     """
 
-    def __init__(self, family: PatchGrids | Tiles) -> None:
+    def __init__(self, family: PatchGrids | Tiles | SplitTiles) -> None:
         #: The processor family whose rule this is (:func:`vision_family`).
         self.family = family
         self.image_processor = family.image_processor
@@ -147,7 +148,11 @@ class MediaPlanner:
         sizes = [header_size(item) for item in items]
         if any(s is None for s in sizes):
             return None
-        return self._planned([self._grid(key, self.image_grid, *s) for s in sizes])
+        planned = self._planned([self._grid(key, self.image_grid, *s) for s in sizes])
+        expand = getattr(self.family, "expansion", None)
+        if expand is None:
+            return planned
+        return dataclasses.replace(planned, expansions=[expand(*s) for s in sizes])
 
     def videos(self, videos: Sequence[Sequence[Any]], *, key: str) -> ProcessedMedia | None:
         """Planned media of videos (frame lists); None if a frame size is unknown or the family

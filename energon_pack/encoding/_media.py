@@ -122,6 +122,9 @@ class ProcessedMedia:
     grid_thw: torch.Tensor
     #: Placeholder tokens per item: t*h*w // merge**2.
     num_tokens: list[int]
+    #: Per item, the token ids its placeholder becomes, where the family lays out more than
+    #: ``num_tokens`` copies of it (Idefics3's tile markers); None: the copies.
+    expansions: list[list[int]] | None = None
 
 
 class MediaProcessor:
@@ -165,10 +168,15 @@ class MediaProcessor:
             torch.zeros(0, *self.family.item_shape), torch.zeros(0, 3, dtype=torch.int64), []
         )
 
-    def _result(self, pixel_values: Any, grid: Any) -> ProcessedMedia:
+    def _result(self, pixel_values: Any, grid: Any, sizes: Any = ()) -> ProcessedMedia:
         pixels = torch.as_tensor(pixel_values).to(torch.float32)
         grid = torch.as_tensor(grid).to(torch.int64).reshape(-1, 3)
-        return ProcessedMedia(pixels, grid, self.tokens(grid))
+        return ProcessedMedia(pixels, grid, self.tokens(grid), self.expansions(sizes))
+
+    def expansions(self, sizes: Sequence[tuple[int, int]]) -> list[list[int]] | None:
+        """The family's token layout of images of these ``(width, height)`` sizes, or None."""
+        expand = getattr(self.family, "expansion", None)
+        return None if expand is None else [expand(w, h) for w, h in sizes]
 
     def images(self, images: Sequence[Any], *, pending: bool = False) -> ProcessedMedia:
         """Process PIL images (in order); no images gives :meth:`empty`.
@@ -183,7 +191,7 @@ class MediaProcessor:
             rows = PendingPixels(self.fast, [self.fast.resize(im) for im in images])
             grid = rows.grid_thw
             return ProcessedMedia(rows if pending else rows.tensor(), grid, self.tokens(grid))
-        return self._result(*self.family.process(images))
+        return self._result(*self.family.process(images), [im.size for im in images])
 
     def videos(self, videos: Sequence[Sequence[Any]]) -> ProcessedMedia:
         """Process videos, each a list of PIL frames of one size (in order)."""
@@ -223,15 +231,17 @@ class MediaProcessor:
 def expand_placeholders(
     tokens: Sequence[int],
     loss_mask: Sequence[bool],
-    counts: Mapping[int, Sequence[int]],
+    counts: Mapping[int, Sequence[int | Sequence[int]]],
     *,
     key: str,
 ) -> tuple[list[int], list[bool], dict[int, list[tuple[int, int]]]]:
-    """Replace the i-th occurrence of each placeholder id by ``counts[id][i]`` copies.
+    """Replace the i-th occurrence of each placeholder id by ``counts[id][i]`` copies (or, for
+    a list, by those token ids: a family's layout with markers, the span then runs from the
+    first to the last placeholder id in it).
 
-    Returns the new tokens, the loss mask (``False`` on every placeholder) and, per placeholder
-    id, the ``[start, end)`` span of each item. ``([2, 4, 9], [F, F, T], {4: [3]})`` ->
-    ``[2, 4, 4, 4, 9]``, ``[F, F, F, F, T]``, ``{4: [(1, 4)]}``.
+    Returns the new tokens, the loss mask (``False`` on every inserted token) and, per
+    placeholder id, the ``[start, end)`` span of each item. ``([2, 4, 9], [F, F, T], {4: [3]})``
+    -> ``[2, 4, 4, 4, 9]``, ``[F, F, F, F, T]``, ``{4: [(1, 4)]}``.
 
     Raises:
         ValueError: naming ``key`` when the number of placeholders of an id differs from the
@@ -250,11 +260,13 @@ def expand_placeholders(
     seen = dict.fromkeys(counts, 0)
     for t, m in zip(tokens, loss_mask):
         if t in counts:
-            n = counts[t][seen[t]]
+            item = counts[t][seen[t]]
             seen[t] += 1
-            spans[t].append((len(out_tokens), len(out_tokens) + n))
-            out_tokens.extend([t] * n)
-            out_mask.extend([False] * n)
+            ids = [t] * item if isinstance(item, int) else list(item)
+            at = [i for i, x in enumerate(ids) if x == t] or [0]
+            spans[t].append((len(out_tokens) + at[0], len(out_tokens) + at[-1] + 1))
+            out_tokens.extend(ids)
+            out_mask.extend([False] * len(ids))
         else:
             out_tokens.append(t)
             out_mask.append(bool(m))

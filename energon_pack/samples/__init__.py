@@ -18,7 +18,12 @@ registered for their input. A new modality adds an encoded type, a pack type
 document, text-only documents too) are built that way.
 """
 
-from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch, collate_packs
+from energon_pack.samples._batch import (
+    PackedCaptioningBatch,
+    PackedTextBatch,
+    collate_packs,
+    image_kwargs,
+)
 from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample
 from energon_pack.samples._light import (
@@ -62,6 +67,7 @@ __all__ = [
     "collate_packs",
     "concat_rows",
     "empty_rows",
+    "image_kwargs",
     "light_document",
     "materialized",
     "megatron_batch",

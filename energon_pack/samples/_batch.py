@@ -306,17 +306,25 @@ class PackedCaptioningBatch(PackedTextBatch):
         return {**fields, "mrope_position_ids": _stack_mrope(packs, length)}
 
     def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
-        """Text kwargs plus ``pixel_values``, ``image_grid_thw`` (patch rows only: stacked
-        ``(tiles, 3, H, W)`` images go without) and, when built, the mRoPE ``position_ids`` of
-        shape (3, B, L)."""
+        """Text kwargs plus the images (:func:`image_kwargs`) and, when built, the mRoPE
+        ``position_ids`` of shape (3, B, L)."""
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
-        kwargs["pixel_values"] = self.pixel_values
-        if self.pixel_values.dim() == 2:
-            kwargs["image_grid_thw"] = self.image_grid_thw
+        kwargs.update(image_kwargs(self.pixel_values, self.image_grid_thw))
         if self.mrope_position_ids is not None:
             kwargs["position_ids"] = self.mrope_position_ids
         return kwargs
+
+
+def image_kwargs(pixel_values: torch.Tensor, grid: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The model's image kwargs, by the layout of the family's pixels: patch rows
+    ``(rows, dim)`` with ``image_grid_thw`` (Qwen-VL); tiles ``(tiles, 3, H, W)`` as they are
+    (InternVL); split tiles ``(tiles, 1, 3, S, S)`` as ``(1, tiles, 3, S, S)`` (Idefics3)."""
+    if pixel_values.dim() == 2:
+        return {"pixel_values": pixel_values, "image_grid_thw": grid}
+    if pixel_values.dim() == 5:
+        return {"pixel_values": pixel_values.transpose(0, 1)}
+    return {"pixel_values": pixel_values}
 
 
 def _stack_mrope(packs: Sequence[PackedCaptioningSample], length: int) -> torch.Tensor | None:

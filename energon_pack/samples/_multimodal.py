@@ -27,7 +27,7 @@ import torch
 from megatron.energon import edataclass
 
 from energon_pack.attention import frame_runs, mrope_position_ids
-from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch
+from energon_pack.samples._batch import PackedCaptioningBatch, PackedTextBatch, image_kwargs
 from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample, slice_media
 from energon_pack.samples._packed import (
     PackedCaptioningSample,
@@ -81,12 +81,12 @@ class EncodedMultimodalSample(EncodedCaptioningSample):
 
 
 def _media_tokens(tokens: torch.Tensor, image_spans: Any, video_spans: Any) -> int:
-    """Placeholder tokens in the spans. A Qwen3-VL video span also holds the timestamps and
-    vision start/end between its frames, which are text: a span that starts and ends with the
+    """Placeholder tokens in the spans. A span may hold text between its placeholders (a
+    Qwen3-VL video's timestamps, Idefics3's tile markers): a span that starts and ends with the
     same token counts that token only; any other span counts its length."""
     spans = torch.cat([image_spans.view(-1, 2), video_spans.view(-1, 2)])
     n = int((spans[:, 1] - spans[:, 0]).sum())
-    for s, e in video_spans.view(-1, 2).tolist():
+    for s, e in spans.tolist():
         if e - s > 1 and tokens[s] == tokens[e - 1]:
             n -= int((tokens[s:e] != tokens[s]).sum())
     return n
@@ -199,16 +199,13 @@ class PackedMultimodalBatch(PackedCaptioningBatch):
         return fields
 
     def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
-        """Text kwargs, ``pixel_values`` / ``image_grid_thw`` when the batch has images (the grid
-        with patch rows only: stacked ``(tiles, 3, H, W)`` images go without),
-        ``pixel_values_videos`` / ``video_grid_thw`` when it has videos, and the (3, B, L) mRoPE
-        ``position_ids`` when built."""
+        """Text kwargs, the images when the batch has some (``image_kwargs``: by the family's
+        pixel layout), ``pixel_values_videos`` / ``video_grid_thw`` when it has videos, and the
+        (3, B, L) mRoPE ``position_ids`` when built."""
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         if len(self.image_grid_thw):
-            kwargs["pixel_values"] = self.pixel_values
-            if self.pixel_values.dim() == 2:
-                kwargs["image_grid_thw"] = self.image_grid_thw
+            kwargs.update(image_kwargs(self.pixel_values, self.image_grid_thw))
         if len(self.video_grid_thw):
             kwargs["pixel_values_videos"] = self.pixel_values_videos
             kwargs["video_grid_thw"] = self.video_grid_thw

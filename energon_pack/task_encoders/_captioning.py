@@ -35,6 +35,7 @@ from megatron.energon import CaptioningSample
 from energon_pack.encoding import (
     DocumentTokenizer,
     MediaProcessor,
+    PatchGrids,
     check_mrope,
     check_planned,
     high_bit_depth_modes,
@@ -101,6 +102,13 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         #: Writes pixel rows in place, bit-identical to the processor (None: the processor's).
         self.fast_pixels = self.media.fast
         self.image_token_id = self.tokenizer.token_id(image_token)
+        if not isinstance(self.media.family, PatchGrids):
+            raise ValueError(
+                f"CaptioningPackingTaskEncoder lays images out Qwen-VL style; for "
+                f"{self.media.family.name} use ConversationPackingTaskEncoder (a user turn "
+                "with the image tag, the caption as the answer), which lays out the family's "
+                "markers as its processor does."
+            )
         check_mrope(self.media.family, mrope)
         self.mrope = mrope
         self.spatial_merge_size = self.media.merge_size

@@ -378,7 +378,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             key, messages, len(images.num_tokens), len(videos.num_tokens)
         )
         tokens, loss_mask = self._render(key, messages)
-        counts = {self.image_token_id: images.num_tokens}
+        counts = {self.image_token_id: images.expansions or images.num_tokens}
         if videos.num_tokens:
             if self.video_token_id is None:
                 raise ValueError(f"sample {key!r} has videos but the tokenizer has no video token")

@@ -346,3 +346,51 @@ def tiny_paligemma(tokenizer: Any, attn_implementation: str = "sdpa") -> torch.n
         config, attn_implementation=impl, dtype=torch.float32
     )
     return model.eval()
+
+
+#: Idefics3 test tiles: 28 pixels, ViT patch 7, scale factor 2 -> 4 tokens a tile; images are
+#: first resized to a longest edge of 112 (at most 4 x 4 tiles and the global one).
+IDEFICS3_TILE, IDEFICS3_TOKENS_PER_TILE = 28, 4
+#: The Idefics3 tokenizer's added tokens (its processor adds the first three itself).
+IDEFICS3_TOKENS = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>"] + [
+    f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6)
+]
+
+
+def tiny_idefics3(vocab_size: int, image_token_id: int) -> torch.nn.Module:
+    """A seeded fp32 ``Idefics3ForConditionalGeneration`` (1-layer SigLIP ViT, Llama text)."""
+    import transformers as tf
+
+    config = tf.Idefics3Config(
+        vision_config=dict(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            image_size=IDEFICS3_TILE,
+            patch_size=7,
+        ),
+        text_config=dict(model_type="llama", **_text(vocab_size)),
+        image_token_id=image_token_id,
+        scale_factor=2,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return tf.Idefics3ForConditionalGeneration(config).eval()
+
+
+def idefics3_processor(tokenizer_dir: Any) -> Any:
+    """An ``Idefics3Processor`` built offline: the PIL image processor (112-pixel longest edge,
+    28-pixel tiles) and the tokenizer of ``tokenizer_dir`` (with :data:`IDEFICS3_TOKENS`)."""
+    from transformers import AutoTokenizer, Idefics3Processor
+    from transformers.models.idefics3.image_processing_pil_idefics3 import (
+        Idefics3ImageProcessorPil,
+    )
+
+    image_processor = Idefics3ImageProcessorPil(
+        size={"longest_edge": 4 * IDEFICS3_TILE},
+        max_image_size={"longest_edge": IDEFICS3_TILE},
+        do_image_splitting=True,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    return Idefics3Processor(image_processor, tokenizer, image_seq_len=IDEFICS3_TOKENS_PER_TILE)

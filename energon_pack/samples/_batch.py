@@ -253,10 +253,12 @@ class PackedTextBatch(Batch):
 
     def flash_attn_kwargs(self, **options: Any) -> dict[str, Any]:
         """``flash_attn_varlen_func`` kwargs; see :func:`energon_pack.attention.flash_attn_kwargs`."""
+        refuse_bidirectional(self, "flash_attn_kwargs()")
         return flash_attn_kwargs(self.metadata, **options)
 
     def packed_seq_params(self, **options: Any) -> Any:
         """Megatron-Core ``PackedSeqParams``; see :func:`energon_pack.attention.packed_seq_params`."""
+        refuse_bidirectional(self, "packed_seq_params()")
         return packed_seq_params(self.metadata, **options)
 
     def hf_kwargs(
@@ -264,16 +266,33 @@ class PackedTextBatch(Batch):
     ) -> dict[str, Any]:
         """Kwargs for ``model(**...)``; see :func:`energon_pack.attention.hf_kwargs`."""
         labels = self.labels if with_labels else None
+        if options.get("config") is None:
+            refuse_bidirectional(self, "hf_kwargs() without config=model")
         options.setdefault("token_type_ids", self.token_type_ids)
         return hf_kwargs(self.metadata, self.tokens, labels, attn_implementation, **options)
 
     def block_mask(self, *, block_size: int = DEFAULT_BLOCK_SIZE) -> BlockMask:
         """FlexAttention ``BlockMask`` (B, 1, L, L); see :func:`energon_pack.attention.block_mask`."""
+        refuse_bidirectional(self, "block_mask()")
         return block_mask(self.metadata, block_size=block_size)
 
     def dense_mask(self) -> torch.Tensor:
         """(B, 1, L, L) bool block-causal mask; see :func:`energon_pack.attention.dense_mask`."""
+        refuse_bidirectional(self, "dense_mask()")
         return dense_mask(self.metadata)
+
+
+def refuse_bidirectional(batch: PackedTextBatch, what: str) -> None:
+    """Raise ValueError when ``batch`` has ``token_type_ids``: its model attends both ways
+    inside documents (Gemma 3 images, PaliGemma's prefix), which a document-causal ``what``
+    would change; ``hf_kwargs(impl, config=model)`` builds those masks."""
+    if batch.token_type_ids is not None:
+        raise ValueError(
+            f"{what}: this batch's documents have token_type_ids, so their model attends both "
+            "ways inside them (Gemma 3 image tokens, PaliGemma's prefix) and a document-causal "
+            f"mask would change it; use batch.hf_kwargs(impl, config=model) (sdpa, eager, "
+            "flex_attention), whose masks hold those bidirectional blocks."
+        )
 
 
 BATCH_TYPES.register(PackedTextSample, PackedTextBatch)

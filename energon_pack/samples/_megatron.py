@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from energon_pack.attention import cp_partition_indices, packed_seq_params
-from energon_pack.samples._batch import PackedTextBatch
+from energon_pack.samples._batch import PackedTextBatch, refuse_bidirectional
 from energon_pack.samples._packed import IGNORE_INDEX
 
 __all__ = ["MegatronBatch", "megatron_batch"]
@@ -73,6 +73,7 @@ def megatron_batch(
             ``max_documents + 1`` entries, ``max_seqlen_*`` = row length).
         device: where the tensors go (``non_blocking``); None: stay where they are.
     """
+    refuse_bidirectional(batch, "megatron_batch()")
     rows = {
         "tokens": batch.tokens,
         "labels": batch.labels,

@@ -18,6 +18,7 @@ import dataclasses
 import io
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -335,3 +336,24 @@ def test_gemma3_media_budgets(datasets: dict[str, Any], gemma3_dir: Path) -> Non
     three = {k for k, (_, images) in ref.items() if len(images) == 3}
     assert sorted(k for p in packs for k in p.sample_keys) == sorted(set(ref) - three)
     assert sum(p.counts.dropped_over_budget for p in packs) == len(three) == 2
+
+
+def test_document_causal_adapters_are_refused_for_gemma3_batches(
+    packs: dict[str, list[Any]],
+) -> None:
+    """A batch with token_type_ids never gets a plain document-causal mask: every adapter
+    without the model says so (hf_kwargs with config=model builds the image blocks)."""
+    from energon_pack.samples import megatron_batch
+
+    batch = collate_packs(packs["conversation"][:2], pad_to=PACK_SIZE)
+    calls = {
+        "hf_kwargs() without config=model": lambda: batch.hf_kwargs("sdpa", config=None),
+        "flash_attn_kwargs()": batch.flash_attn_kwargs,
+        "packed_seq_params()": batch.packed_seq_params,
+        "block_mask()": batch.block_mask,
+        "dense_mask()": batch.dense_mask,
+        "megatron_batch()": lambda: megatron_batch(batch),
+    }
+    for what, call in calls.items():
+        with pytest.raises(ValueError, match=rf"{re.escape(what)}: .*token_type_ids"):
+            call()

@@ -1,50 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Compute-balanced packing: equal estimated step cost per pack at the same fill.
 
-A training step waits for the slowest data-parallel rank. Two packs of 8192 tokens can cost
-very different times: attention grows with the square of each document's length, and image
-tokens load the vision tower. :class:`CostModel` estimates a document's cost as::
-
-    cost(doc) = token * len + attention * len**2 + image * image_tokens
-
-and a pack's cost is the sum over its documents. The default weights are the forward FLOPs of
-a ``d = 4096`` decoder layer divided by its per-token linear FLOPs: ``24 d**2`` per token for
-the projections and MLP, ``2 d`` per causal token pair for attention (``len**2 / 2`` pairs of
-``4 d``), hence ``attention = 2 d / (24 d**2) = 1 / (12 d) = 1 / 49152``.
-
-:func:`balance_packs` keeps the packs of any algorithm (same number of packs, hence the same
-fill) and evens out their costs pair by pair with one move: one or two documents of the
-costly pack (its three longest, or its two longest together) for a subset of the cheap pack's
-documents whose total fits both packs' free room (found in the cheap pack's reach bitset, the
-exact subset sums of :func:`~energon_pack.algorithms._subset_sum.reach_steps`; the empty
-subset is a donation into free room). Long documents out, short ones in: the token counts stay
-and ``sum(len**2)`` drops. The subset total aimed at is the one nearest the moved tokens
-(packs keep their fill where the rooms allow); a move is kept only if it narrows the gap.
-
-1. Holes first: packs more than ``HOLE`` standard deviations below the mean (the under-filled
-   tail of best fit) are each offered to the costliest packs until one helps, and again while
-   still that low (:func:`_lift_holes`);
-2. then rounds: every pack above the mean, costliest first, is offered to up to ``partners``
-   of the cheapest packs not yet changed this round. A pair that failed is not tried again
-   until one of the two changes. Rounds stop when one cuts the variance of the packs' costs by
-   less than ``min_gain`` (3%), after 6 rounds, or after 3 attempts per pack in all.
-
-At 24k lengths in one call this is ~4x best-fit decreasing's time (the repair included; the
-pair search of sessions 1-4 took 100-150x); calls with at most 64 packs try harder
-(:data:`THOROUGH`: the media budgets level a few packs at a time).
-
-Worked example, capacity 10, cost ``len**2`` (``CostModel(token=0, attention=1)``), lengths
-``[6, 4, 2, 2, 2, 2]``. Best-fit decreasing packs ``{6, 4}`` (cost 52) and ``{2, 2, 2, 2}``
-(16): a gap of 36, so the ideal move shifts 18. Exchanges: the ``6`` for three ``2`` s moves
-``36 - 12 = 24`` (packs ``{4, 2, 2, 2}`` = 28 and ``{2, 6}`` = 40, gap 12); the ``4`` for two
-``2`` s moves ``16 - 8 = 8`` (44 and 24, gap 20); both together (10 tokens) cannot be matched.
-The first wins: 40 / 28 with the same two packs of 8 and 10 tokens.
-
-Balance has a floor: a pack that holds one document of the full pack size costs what it costs,
-so when many documents are split at the pack size the spread cannot fall below what those
-packs impose (the benchmark ``tests/benchmarks/balance.py`` prints that floor).
-
-The pair move is in ``_balance_pairs``, the subset sums it needs in ``_subset_sum``.
+A training step waits for the slowest data-parallel rank, and packs of equal tokens can cost
+very different times (attention grows with the square of each document's length, image tokens
+load the vision tower). :class:`CostModel` estimates ``cost(doc) = token * len + attention *
+len**2 + image * image_tokens``; :func:`balance_packs` keeps any algorithm's packs (same count,
+same fill) and evens out their costs pair by pair, moving one or two long documents of a costly
+pack for a subset of a cheap pack's documents with about the same tokens (the exact subset sums
+of :mod:`~energon_pack.algorithms._subset_sum`): first the under-filled "holes", then rounds
+over the packs above the mean. See docs/benchmarks/balance.md.
 """
 
 from __future__ import annotations
@@ -57,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from energon_pack.algorithms._balance_pairs import Packs, candidates
-from energon_pack.algorithms._repair import best_fit_decreasing_repair
+from energon_pack.algorithms._best_fit import best_fit_decreasing_repair
 
 __all__ = [
     "CostModel",
@@ -71,7 +35,7 @@ __all__ = [
 HOLE = 2.0
 #: Costly partners tried per hole before it is left as it is.
 HOLE_PARTNERS = 8
-#: Pair attempts per pack for the holes (bounds the time: ~5-10 us per attempt).
+#: Pair attempts per pack for the holes (bounds the time).
 HOLE_ATTEMPTS = 0.3
 
 
@@ -83,7 +47,7 @@ class _Effort:
     attempts_per_pack: float  #: pair attempts per pack in all (bounds the time)
 
 
-#: Calls with many packs (buffers, whole data sets): ~4x best fit's time at 24k lengths.
+#: Calls with many packs (buffers, whole data sets).
 FAST = _Effort(partners=3, rounds=6, min_gain=0.03, attempts_per_pack=3)
 #: Calls with at most :data:`THOROUGH_PACKS` packs (the media budgets level a few packs): the
 #: rounds go on while anything improves, at little cost in absolute time.

@@ -1,21 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The pair move of the balancing pass (:mod:`~energon_pack.algorithms._balance`).
 
-:class:`Packs` holds the packs being balanced with their costs and tokens, and moves documents
-between a costly pack and a cheap one: one or two of the costly pack's longest documents for a
-subset of the cheap pack's documents whose total fits both packs' free room, when that narrows
-their cost gap. The subset comes from the cheap pack's reach bitset
-(:func:`~energon_pack.algorithms._subset_sum.reach_steps`), kept as a string of bits so that
-the reachable total nearest a target is one ``str.find``.
-
-Capacity 10, costs ``len**2``: ``{6, 4}`` (52) and ``{2, 2, 2, 2}`` (16), gap 36; moving the 6
-out for three 2s (the subset total 6 the cheap pack can reach) leaves 28 and 40::
-
-    >>> import numpy as np
-    >>> lens = np.array([6, 4, 2, 2, 2, 2])
-    >>> st = Packs([[0, 1], [2, 3, 4, 5]], lens, (lens * lens).astype(float), 10)
-    >>> st.try_pair(0, 1), st.packs, st.cost
-    (True, [[1, 2, 3, 4], [5, 0]], [28.0, 40.0])
+:class:`Packs` holds the packs being balanced with their costs and tokens, and moves one or two
+of a costly pack's longest documents for a subset of a cheap pack's documents whose total fits
+both packs' free room, when that narrows their cost gap. The cheap pack's reachable subset
+totals are kept as a string of bits, so the total nearest a target is one ``str.find``.
+Capacity 10, cost ``len**2``: ``{6, 4}`` (52) and ``{2, 2, 2, 2}`` (16) become
+``{4, 2, 2, 2}`` (28) and ``{2, 6}`` (40). See docs/benchmarks/balance.md.
 """
 
 from __future__ import annotations
@@ -70,14 +61,9 @@ def _best_move(
     """Documents of ``high`` for a subset of ``low``'s that leave the pair's costs closest, if
     that narrows their gap: ``(moved out of high, moved out of low, cost moved, tokens moved)``.
 
-    Hot loop (runs per pair attempt): for each candidate of ``high`` (and, when ``low`` has
-    free room, the fitting document whose cost is nearest half the gap), the subset total is
-    the reachable one (``reach``: ``low``'s totals as a string of bits, so the search is
-    ``str.find``) nearest the candidate's own tokens within both packs' rooms: packs keep
-    their fill where they can (aiming at the total that halves the cost gap instead spread
-    free room over many packs, and carry-over, which carries under-filled packs, lost up to 8
-    points of fill with ``balanced``). The candidates are scored by the new gap, a subset's
-    cost estimated at ``low``'s cost per token; only the best is walked back and checked.
+    For each candidate the subset total is the reachable one nearest the candidate's own tokens
+    within both rooms, so packs keep their fill (what carry-over relies on); a subset's cost is
+    estimated at ``low``'s cost per token, and only the best candidate is walked back.
     """
     cost_h, cost_l, tok_h, tok_l = sums
     room_h, room_l = capacity - tok_h, capacity - tok_l

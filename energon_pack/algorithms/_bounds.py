@@ -1,24 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Lower bounds on the number of packs: how far from optimal a packing can be.
+"""Lower bounds on the number of packs: ``L1 = ceil(sum / C)`` and Martello-Toth ``L2``.
 
-* ``L1 = ceil(sum / C)``: no packing can use fewer packs than the tokens need. For lengths
-  ``[6, 6, 6]`` and capacity 10, ``L1 = ceil(18 / 10) = 2``.
-* Martello-Toth ``L2``: items larger than ``C / 2`` can never share a pack, so for every
-  threshold ``k <= C / 2`` the items above ``C - k`` each need their own pack, the items in
-  ``(C / 2, C - k]`` too, and the items in ``[k, C / 2]`` must fit in what is left. For
-  ``[6, 6, 6]`` and capacity 10, every item is above ``C / 2`` so ``L2 = 3`` (which is optimal),
-  while ``L1`` is only 2. Always ``L2 >= L1``.
-
-Fill is then ``sum / (packs * C)`` and the best possible fill is ``sum / (L * C)``.
+``L2`` adds that items above ``C / 2`` never share a pack: ``[6, 6, 6]`` at capacity 10 has
+``L1 = 2`` but ``L2 = 3`` (optimal). The repair pass stops at ``L2``.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["lower_bound", "martello_toth_l2"]
+__all__ = ["halves_bound", "lower_bound", "martello_toth_l2"]
 
 
 def lower_bound(lengths: Sequence[int] | np.ndarray, capacity: int) -> int:
@@ -30,23 +25,36 @@ def lower_bound(lengths: Sequence[int] | np.ndarray, capacity: int) -> int:
 
 
 def martello_toth_l2(lengths: Sequence[int] | np.ndarray, capacity: int) -> int:
-    """Martello-Toth bound ``L2`` (>= :func:`lower_bound`), in O(n log n)."""
+    """Martello-Toth bound ``L2`` (>= :func:`lower_bound`), in ``O(n log n)``: for each
+    threshold ``k`` (0 and each distinct length ``<= C / 2``) the lengths above ``C / 2`` each
+    need a pack, and the lengths in ``[k, C / 2]`` must fit in the rooms of those ``<= C - k``
+    or in new packs. ``[6, 6, 8, 5, 5, 9, 6]``, ``C = 10``: at ``k = 5``, 6."""
     if capacity < 1:
         raise ValueError(f"capacity={capacity} must be a positive integer.")
-    arr = np.sort(np.asarray(lengths, dtype=np.int64))
-    if arr.size == 0:
-        return 0
-    n = arr.size
-    prefix = np.concatenate(([0], np.cumsum(arr)))
-    # Candidate thresholds k: every distinct length <= C/2, plus 0 (all at once, vectorised).
-    low = arr[2 * arr <= capacity]  # sorted, so distinct values are where it steps
-    ks = np.concatenate(([0], low[:1], low[1:][low[1:] != low[:-1]]))
-    # J1: items > C - k; J2: C - k >= items > C/2; J3: C/2 >= items >= k.
-    i_j1 = np.searchsorted(arr, capacity - ks, side="right")
-    i_half = int(np.searchsorted(arr, capacity // 2, side="right"))
-    i_k = np.searchsorted(arr, ks, side="left")
-    n_j2 = i_j1 - i_half
-    free = n_j2 * capacity - (prefix[i_j1] - prefix[i_half])
-    sum_j3 = prefix[i_half] - prefix[i_k]
-    extra = np.maximum(0, -((free - sum_j3) // capacity))
-    return max(lower_bound(arr, capacity), int(((n - i_j1) + n_j2 + extra).max()))
+    arr = sorted(lengths.tolist() if isinstance(lengths, np.ndarray) else lengths)
+    n = len(arr)
+    prefix = list(itertools.accumulate(arr, initial=0))
+    half = bisect.bisect_right(arr, capacity // 2)  # arr[half:] are above C / 2
+    best = -(-prefix[n] // capacity)
+    j1 = n  # arr[j1:] are above C - k (k grows, so j1 only falls)
+    for i_k in range(-1, half):  # i_k: how many lengths are below k
+        if i_k < 0:
+            k, i_k = 0, 0
+        else:
+            k = arr[i_k]
+            if i_k and k == arr[i_k - 1]:
+                continue
+        while j1 > half and arr[j1 - 1] > capacity - k:
+            j1 -= 1
+        free = (j1 - half) * capacity - (prefix[j1] - prefix[half])  # rooms of C/2 < x <= C-k
+        extra = -((free - (prefix[half] - prefix[i_k])) // capacity)
+        best = max(best, n - half + max(extra, 0))
+    return best
+
+
+def halves_bound(values: Sequence[int], capacity: int) -> int:
+    """A cheap part of ``L2`` (its threshold 0): each length above ``C / 2`` needs its own pack,
+    the others fill those packs' rooms before new packs. ``[6, 5, 5, 4]``, ``C = 10``: 2."""
+    big = sum(1 for x in values if 2 * x > capacity)
+    rest = sum(values) - big * capacity
+    return big + max(0, -(-rest // capacity))

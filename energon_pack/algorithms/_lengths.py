@@ -1,12 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Lengths as the algorithms see them: validated integers, rounded up to the alignment.
 
-``round_up`` is the one alignment round-up of the package (the spec's
-:meth:`~energon_pack.algorithms.PackingSpec.slots`, the packs' ``doc_lengths_padded`` and the
-carry-over planner's lengths all come from it). With ``alignment=4``::
-
-    >>> round_up(5, 4), round_up(8, 4), round_up(1, 4)
-    (8, 8, 4)
+:func:`round_up` is the package's one alignment round-up: ``round_up(5, 4) == 8``.
 """
 
 from __future__ import annotations

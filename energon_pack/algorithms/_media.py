@@ -1,72 +1,31 @@
 # SPDX-License-Identifier: Apache-2.0
 """Media budgets: at most so many media tokens and media items (images + videos) per pack.
 
-A VLM's vision tower runs over every image and video of a pack at once, so its memory, not the
-language model's, often bounds a pack: ``PackingSpec(max_media_tokens_per_pack=...,
-max_media_per_pack=...)``. Every algorithm packs by tokens only; :func:`enforce_media_budgets`
-is a deterministic post-pass that makes any algorithm's bins honour the budgets:
-
-0. if a pack is over a budget, :func:`~energon_pack.algorithms.balance_packs` first evens
-   out the media tokens of the packs over budget and the lightest packs (:data:`VISION_COST`,
-   :data:`PARTNERS_PER_OVER` light packs per pack over budget; no pack added, same fill);
-1. a pack over a budget evicts members, the media-heaviest first, until it is within budget;
-2. the evicted documents, longest first, go by best fit (least room left) into the packs that
-   have room for them in *every* dimension: slots, ``max_samples_per_pack``, media tokens and
-   media items; where none has, into the pack with media room that needs the fewest slots
-   freed, whose text documents (shortest first) make way;
-3. the text documents made to leave, longest first, go by best fit into any pack with room
-   (the holes the evictions left, usually); a new pack is opened only when none has.
-
-Step 0 is what keeps the fill: on the LLaVA-like mix of ``tests/benchmarks/media_packing.py``
-(20,000 documents, pack 16384, a budget of 14336 media tokens where the mean pack holds 12.4k)
-evicting and re-placing alone filled 91.9% (buffer 256) and 93.5% (2048), with step 0 97.7% and
-98.8% (97.7% / 99.7% without budgets). It is also the costly step (``balance_packs``: ~0.01-0.03
-ms per document where packs are over budget, nothing where none is).
-
-Worked example, pack size 10, ``max_media_tokens_per_pack=6``, lengths ``[5, 3, 3, 2]`` with
-media tokens ``[4, 4, 0, 0]``: best-fit decreasing gives ``[[0, 1, 3], [2]]``; pack 0 holds 8
-media tokens; step 0 exchanges document 0 (5 slots, 4 media tokens) for document 2 (3 slots,
-text): 8 and 5 slots, 4 media tokens each, nothing left to evict::
-
-    >>> from energon_pack.algorithms import PackingSpec
-    >>> spec = PackingSpec(pack_size=10, max_media_tokens_per_pack=6)
-    >>> load = MediaLoad.of([(4, 1), (4, 1), (0, 0), (0, 0)])
-    >>> enforce_media_budgets([[0, 1, 3], [2]], np.array([5, 3, 3, 2]), load, spec)
-    [[1, 3, 2], [0]]
-
-With ``max_media_per_pack=1`` and one-image documents 0 and 3 in ``[[2, 1], [0, 3, 4]]``
-(lengths ``[5, 4, 6, 3, 2]``), step 0 finds no exchange, pack 1 evicts document 0, no pack has
-room for it, so pack 0 makes way: its text document 2 (6 slots, the shortest that frees
-enough) leaves, 0 goes in, and 2 opens a new pack: ``[[1, 0], [3, 4], [2]]``.
-
-When no pack is over budget the bins come back unchanged after one vectorised pass (``O(n)``).
-A single document over a budget can never be packed: :func:`check_media_fits` names it (the
-encoders drop and count such a document in ``encode_sample``, see :func:`media_over_budget`).
-
-The module is over 300 lines because the budget pass is one algorithm in three steps
-(levelling, eviction, re-placement with text making way) that share the per-pack load arrays.
+A VLM's vision tower runs over every image and video of a pack at once, so its memory often
+bounds a pack (``PackingSpec(max_media_tokens_per_pack=..., max_media_per_pack=...)``). Every
+algorithm packs by tokens only; :func:`enforce_media_budgets` is a deterministic post-pass that
+makes any algorithm's bins honour the budgets: (0) balance the media tokens of the packs over
+budget with the lightest packs, (1) evict the media-heaviest members of a pack still over
+budget, (2) place them by best fit where every dimension has room, text documents making way
+where none has, (3) place the text documents made to leave. See
+docs/benchmarks/media-packing.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from energon_pack.algorithms._balance import CostModel, balance_packs
-
-if TYPE_CHECKING:
-    from energon_pack.algorithms._spec import PackingSpec
+from energon_pack.algorithms._spec import PackingSpec
 
 __all__ = [
     "VISION_COST",
     "MediaLoad",
     "check_media_fits",
     "enforce_media_budgets",
-    "has_media_budgets",
-    "media_over_budget",
     "pack_fits",
 ]
 
@@ -125,34 +84,15 @@ class MediaLoad:
         return MediaLoad(self.tokens[idx], self.items[idx])
 
 
-def has_media_budgets(spec: PackingSpec) -> bool:
-    """True when ``spec`` sets a media budget."""
-    return spec.max_media_tokens_per_pack is not None or spec.max_media_per_pack is not None
-
-
-def media_over_budget(tokens: int, items: int, spec: PackingSpec) -> str | None:
-    """Why one document with this media load can never be packed under ``spec``, or ``None``.
-
-    ``media_over_budget(3000, 1, PackingSpec(pack_size=8192, max_media_tokens_per_pack=2048))``
-    says ``"3000 media tokens > max_media_tokens_per_pack=2048"``.
-    """
-    tok_cap, item_cap = spec.max_media_tokens_per_pack, spec.max_media_per_pack
-    if tok_cap is not None and tokens > tok_cap:
-        return f"{tokens} media tokens > max_media_tokens_per_pack={tok_cap}"
-    if item_cap is not None and items > item_cap:
-        return f"{items} images and videos > max_media_per_pack={item_cap}"
-    return None
-
-
 def pack_fits(members: Sequence[int], load: MediaLoad | None, spec: PackingSpec) -> bool:
     """True when ``members`` (document indices) keep ``spec``'s per-pack limits besides the
     tokens: ``max_samples_per_pack`` and, with ``load``, the media budgets."""
     if spec.max_samples_per_pack is not None and len(members) > spec.max_samples_per_pack:
         return False
-    if load is None or not has_media_budgets(spec):
+    if load is None or not spec.has_media_budgets:
         return True
     idx = list(members)
-    return media_over_budget(int(load.tokens[idx].sum()), int(load.items[idx].sum()), spec) is None
+    return spec.media_over_budget(int(load.tokens[idx].sum()), int(load.items[idx].sum())) is None
 
 
 def check_media_fits(load: MediaLoad, spec: PackingSpec) -> None:
@@ -165,7 +105,7 @@ def check_media_fits(load: MediaLoad, spec: PackingSpec) -> None:
             i = int(np.argmax(arr))
             raise ValueError(
                 f"document {i} has {int(arr[i])} {what}, over the per-pack budget {cap} "
-                f"({media_over_budget(int(load.tokens[i]), int(load.items[i]), spec)}): no pack "
+                f"({spec.media_over_budget(int(load.tokens[i]), int(load.items[i]))}): no pack "
                 "can hold it. Drop such documents before packing (the task encoders drop and "
                 "count them), or raise the budget."
             )
@@ -301,7 +241,7 @@ def enforce_media_budgets(
         Every index exactly once, no pack over any budget or the capacity; ``bins`` itself
         (as lists) when nothing is over budget. Deterministic.
     """
-    if not has_media_budgets(spec) or not bins:
+    if not spec.has_media_budgets or not bins:
         return [list(b) for b in bins]
     packs = _Packs(bins, slots, load, spec)
     if not packs.over():

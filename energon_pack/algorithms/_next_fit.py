@@ -1,15 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Next-fit: keep one open pack, close it as soon as the next sample does not fit.
 
-Stream order is kept, so this is the baseline of torchtune and of energon's documentation.
-Trace for lengths ``[6, 5, 3, 4]`` and capacity 10::
-
-    6 -> pack 0 (6)        5 does not fit (11) -> close pack 0
-    5 -> pack 1 (5)        3 fits -> pack 1 (8)
-    4 does not fit (12) -> close pack 1, 4 -> pack 2 (4)
-    bins: [[0], [1, 2], [3]]
-
-O(n); it never looks back, so each closed pack wastes what the next sample could not use.
+Stream order is kept (torchtune's and energon's documentation's baseline). Lengths
+``[6, 5, 3, 4]``, capacity 10: bins ``[[0], [1, 2], [3]]``. See docs/concepts/packing.md.
 """
 
 from __future__ import annotations

@@ -2,25 +2,11 @@
 """What to do with a sample longer than the pack: the over-long policy, in one place.
 
 The algorithms never cut a sample; the encoder (per document) and ``simulate`` (per length)
-apply this policy first, through the same function, :func:`cut_overlong`, so ``simulate``
-predicts the lengths the encoder produces. With pack size 4 and a 9-token sample:
-
-* ``TRUNCATE``: pieces ``[(0, 4)]`` (5 tokens lost, counted),
-* ``SPLIT``: ``[(0, 4), (4, 8), (8, 9)]`` (each piece its own document),
-* ``DROP``: ``[]`` (the sample is skipped and counted),
-* ``ERROR``: :class:`OverlongSampleError` naming the sample.
-
-Two facts about a document change the cuts, and the encoder passes them when it has them:
-
-* ``no_cut``: token spans that must stay whole (an image's placeholder tokens). A cut inside
-  one moves back to the span's start: 11 tokens with images at ``[2, 6)`` and ``[8, 10)``,
-  pack 9, SPLIT -> ``[(0, 8), (8, 11)]`` (the cut at 9 would fall inside ``[8, 10)``).
-* ``targets``: the loss mask. Nothing is kept that would train on nothing: a TRUNCATE that keeps
-  no target drops the sample, a SPLIT leaves out pieces without a target (a piece's first token
-  is never predicted), e.g. an SFT prompt longer than the pack.
-
-Without them (``apply_overlong`` on plain lengths) every token is a target and may be cut
-anywhere: the text encoders' case, where ``simulate`` is exact.
+apply :func:`cut_overlong` first, so ``simulate`` predicts the lengths the encoder produces.
+Pack 4, a 9-token sample: TRUNCATE keeps ``[(0, 4)]``, SPLIT ``[(0, 4), (4, 8), (8, 9)]``, DROP
+nothing, ERROR raises :class:`OverlongSampleError`. ``no_cut`` spans (images) move a cut back
+to the span's start; with a ``targets`` loss mask nothing is kept that would train on nothing.
+See docs/concepts/packing.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Stream lengths through energon's packing buffer, exactly as ``PackingDataset`` does.
 
-The model of ``megatron.energon.wrappers.packing_dataset.PackingDataset.__iter__``:
-
-1. Fill the reading buffer until ``reading + pending == buffer_size``.
-2. When no groups are pending, the whole reading buffer is packed (one ``select`` call); the
-   groups are queued and the reading buffer is emptied. With carry-over the carried samples
-   are packed too (before the buffer's), and those carried again are held aside: they do not
-   count against ``buffer_size`` (their budget is in tokens, see ``CarryOver``).
-3. One pack per step; the reading buffer refills by the samples that pack consumed.
-4. End of data: pending groups are flushed, then the partial reading buffer (and the carried
-   samples) is packed and flushed: that last call emits everything.
-
-Example: 5 samples of length 3, pack size 6, buffer 4: ``select([3, 3, 3, 3])`` gives two packs;
-after the first one is emitted the buffer refills with sample 4 (``reading=[4]``, 2 pending),
-the second pack leaves the loop wanting more: end of data, ``select([3])``, one last pack.
-3 packs, fill 15 / 18 = 83.3%, per-buffer lower bound ``ceil(12/6) + ceil(3/6) = 3``.
-
-:class:`_BufferModel` holds the two buffers and has one method per step: ``read`` (1), ``select``
-(2), ``emit`` (3) and ``flush`` (4). The lengths first go through the spec's over-long policy
-(:func:`~energon_pack.algorithms.cut_lengths`, the code the encoders use on documents).
-
-The module is over 300 lines because the buffer model replays energon's packing dataset
-step by step (read, select, emit, flush) with carry-over, media budgets and over-long cuts,
-and must agree with the loader exactly.
+:class:`_BufferModel` fills the reading buffer until ``reading + pending == buffer_size``,
+packs the whole buffer (plus the carried samples) when no group is pending, emits one pack per
+step, and at the end of data flushes the queue and packs the rest. The lengths first go
+through the spec's over-long policy (:func:`~energon_pack.algorithms._overlong.cut_lengths`).
+Five samples of 3, pack 6, buffer 4: 3 packs, fill 15 / 18. See docs/concepts/packing.md.
 """
 
 from __future__ import annotations
@@ -37,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from energon_pack.algorithms._carry_over import CarryOver, plan_carry_over
+from energon_pack.algorithms._carry_over import plan_carry_over
 from energon_pack.algorithms._lengths import as_int_lengths
-from energon_pack.algorithms._media import MediaLoad, media_over_budget
+from energon_pack.algorithms._media import MediaLoad
 from energon_pack.algorithms._overlong import OverlongCut, OverlongPolicy, cut_lengths
 from energon_pack.algorithms._pack import pack_lengths
-from energon_pack.algorithms._spec import PackingSpec, as_spec
+from energon_pack.algorithms._spec import CarryOver, PackingSpec, as_spec
 
 __all__ = ["SimulationResult", "simulate", "simulate_packs"]
 
@@ -276,7 +258,7 @@ def _over_budget(media: MediaLoad | None, spec: PackingSpec) -> set[int]:
     return {
         i
         for i, (t, m) in enumerate(zip(media.tokens.tolist(), media.items.tolist()))
-        if media_over_budget(t, m, spec) is not None
+        if spec.media_over_budget(t, m) is not None
     }
 
 

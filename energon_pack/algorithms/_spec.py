@@ -1,20 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``PackingSpec``: every packing knob, declared and validated once.
+"""``PackingSpec``: every packing knob, declared and validated once, and the carry-over policy.
 
-The encoders (``PackingConfig`` extends it), :func:`~energon_pack.algorithms.pack_lengths`,
-:func:`~energon_pack.algorithms.simulate`, ``analyze_dataset`` and the ``energon-pack`` command
-line (its options are generated from these fields) all take one spec, so a knob means the same
-thing, with the same default, everywhere::
-
-    >>> spec = PackingSpec(pack_size=16, alignment=4, overlong="split")
-    >>> spec.overlong
-    <OverlongPolicy.SPLIT: 'split'>
-    >>> spec.slots(5), spec.slots(8)   # pack slots a document takes: rounded up to alignment
-    (8, 8)
-    >>> spec.slot_lengths([5, 8, 1]).tolist()
-    [8, 8, 4]
-
-A bad value fails here, naming the value and the fix, before any data is read.
+The encoders, :func:`~energon_pack.algorithms.pack_lengths`, ``simulate``, ``analyze`` and the
+command line all take one spec, so a knob means the same thing, with the same default,
+everywhere; a bad value fails here, naming the value and the fix. See docs/concepts/packing.md.
 """
 
 from __future__ import annotations
@@ -26,30 +15,63 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from energon_pack.algorithms._carry_over import CarryOver
 from energon_pack.algorithms._lengths import as_int_lengths, round_up
-from energon_pack.algorithms._media import has_media_budgets, media_over_budget
 from energon_pack.algorithms._overlong import OverlongPolicy
-from energon_pack.algorithms._registry import ALGORITHMS, DEFAULT_ALGORITHM
+from energon_pack.algorithms._registry import DEFAULT_ALGORITHM, check_algorithm
 from energon_pack.algorithms._step_order import check_step_packs
 
-__all__ = ["PackingSpec", "as_spec"]
+__all__ = ["MAX_AGE_LIMIT", "CarryOver", "PackingSpec", "as_spec"]
 
 T_spec = TypeVar("T_spec", bound="PackingSpec")
-#: Lists up to this long are validated in Python (faster than NumPy reductions there).
-_LIST_FAST_PATH = 64
+#: Largest ``max_age``: energon's ``PackingDataset`` raises after 100 selections in a row that
+#: return no group, and carry-over may return none up to ``max_age`` times in a row.
+MAX_AGE_LIMIT = 99
+
+
+@dataclass(frozen=True, kw_only=True)
+class CarryOver:
+    """Carry-over policy (``PackingSpec(carry_over=CarryOver())``; ``None`` there: off).
+
+    The defaults suit every corpus measured (docs/benchmarks/peers.md). A partial pack may wait
+    up to ``max_age`` buffers, so with a buffer holding less than ``1 / max_age`` of a pack
+    raise the buffer or ``max_age`` (``energon-pack analyze`` says which).
+    """
+
+    #: Groups filled below this fraction of the pack size may be carried.
+    min_fill: float = 0.998
+    #: Carried samples total at most this many packs' worth of tokens (the token budget).
+    max_carry_packs: float = 8.0
+    #: A sample carried this many times is emitted whatever its group's fill (0: never carry);
+    #: it is selected at most max_age + 1 times, so it waits at most max_age + 1 buffers.
+    max_age: int = 64
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.min_fill <= 1.0:
+            raise ValueError(f"min_fill={self.min_fill} must be in (0, 1], e.g. 0.99.")
+        if not self.max_carry_packs >= 0.0:
+            raise ValueError(
+                f"max_carry_packs={self.max_carry_packs} must be >= 0: the carried tokens in "
+                "packs' worth, e.g. 4 (0 disables carrying)."
+            )
+        if not 0 <= self.max_age <= MAX_AGE_LIMIT:
+            raise ValueError(
+                f"max_age={self.max_age} must be in [0, {MAX_AGE_LIMIT}] (0 disables carrying): "
+                "a buffer may emit nothing up to max_age times in a row, and energon gives up "
+                f"after {MAX_AGE_LIMIT + 1} empty selections."
+            )
+
+    def budget_tokens(self, pack_size: int) -> int:
+        """The token budget for carried samples: ``max_carry_packs=2`` -> 8192 at pack 4096."""
+        return int(self.max_carry_packs * pack_size)
 
 
 @dataclass(frozen=True, kw_only=True)
 class PackingSpec:
     """How documents are packed (frozen; validated at construction; strings coerced).
 
-    The default over-long policy is ``truncate``, in training and in ``simulate`` / ``analyze``
-    alike: a captioning or SFT sample cut in two does not train as the whole would (the second
-    piece loses its image or prompt); TRL and LLaMA-Factory truncate by default and no peer
-    splits by default (TRL made splitting the default once and reverted it: trl#5075); the
-    truncated tokens are counted and logged. ``split`` keeps every token of long pretraining
-    text: choose it explicitly.
+    The default over-long policy is ``truncate`` (as TRL and LLaMA-Factory; the truncated
+    tokens are counted): a sample cut in two loses its image or prompt in the second piece.
+    ``split`` keeps every token of long pretraining text: choose it explicitly.
     """
 
     #: Tokens per pack; every document is at most this long after the over-long policy.
@@ -77,9 +99,6 @@ class PackingSpec:
     max_media_tokens_per_pack: int | None = None
     #: At most this many images plus videos in one pack (unset: no budget).
     max_media_per_pack: int | None = None
-    # Not a field (no annotation): set per spec in __post_init__; this class default keeps a
-    # spec unpickled from before it existed on the validating path.
-    _plain = False
 
     def __post_init__(self) -> None:
         size = self.pack_size
@@ -88,11 +107,7 @@ class PackingSpec:
                 f"pack_size={size!r} must be a positive int: the tokens per pack, e.g. 4096."
             )
         object.__setattr__(self, "pack_size", int(size))
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(
-                f"algorithm={self.algorithm!r} is not registered; choose one of "
-                f"{sorted(ALGORITHMS)} (or register yours in energon_pack.algorithms.ALGORITHMS)."
-            )
+        check_algorithm(self.algorithm)
         for name in ("max_samples_per_pack", "max_media_tokens_per_pack", "max_media_per_pack"):
             cap = getattr(self, name)
             if cap is not None and (
@@ -115,27 +130,28 @@ class PackingSpec:
             )
         if self.step_packs is not None:
             check_step_packs(self.step_packs)
-        # pack_lengths' short-list path: lengths as given are the slots, in any order, with no
-        # budget but the pack's (decided once here; a frozen spec keeps it true).
-        plain = self.alignment == 1 and self.step_packs is None and not has_media_budgets(self)
-        object.__setattr__(self, "_plain", plain)
 
     @property
     def has_media_budgets(self) -> bool:
         """True when ``max_media_tokens_per_pack`` or ``max_media_per_pack`` is set."""
-        return has_media_budgets(self)
+        return self.max_media_tokens_per_pack is not None or self.max_media_per_pack is not None
 
     @property
     def uses_media(self) -> bool:
         """True when packing needs each document's media load (``pack_lengths(media=...)``):
         a media budget is set, or ``step_packs`` (its order levels the vision load)."""
-        return self.step_packs is not None or has_media_budgets(self)
+        return self.step_packs is not None or self.has_media_budgets
 
     def media_over_budget(self, tokens: int, items: int) -> str | None:
         """Why one document of ``tokens`` media tokens and ``items`` images and videos can
         never be packed, or ``None``; ``max_media_per_pack=2``: ``media_over_budget(300, 3)``
         is ``"3 images and videos > max_media_per_pack=2"``."""
-        return media_over_budget(tokens, items, self)
+        tok_cap, item_cap = self.max_media_tokens_per_pack, self.max_media_per_pack
+        if tok_cap is not None and tokens > tok_cap:
+            return f"{tokens} media tokens > max_media_tokens_per_pack={tok_cap}"
+        if item_cap is not None and items > item_cap:
+            return f"{items} images and videos > max_media_per_pack={item_cap}"
+        return None
 
     def _check_alignment(self) -> None:
         a = self.alignment
@@ -157,10 +173,9 @@ class PackingSpec:
         one above ``pack_size`` once aligned (over-long samples are the encoder's business:
         truncate, split or drop them there; the algorithms never cut a sample).
         """
-        if type(lengths) is list and len(lengths) <= _LIST_FAST_PATH:
-            fast = self._list_slot_lengths(lengths)
-            if fast is not None:
-                return fast
+        if type(lengths) is list and set(map(type, lengths)) == {int}:
+            if min(lengths) > 0 and self.slots(max(lengths)) <= self.pack_size:
+                return self.slots(np.array(lengths, dtype=np.int64))  # valid: no NumPy checks
         arr = as_int_lengths(lengths)
         if arr.size == 0:
             return arr
@@ -180,16 +195,6 @@ class PackingSpec:
                 "policy), or raise the pack size."
             )
         return arr
-
-    def _list_slot_lengths(self, lengths: list) -> np.ndarray | None:
-        """:meth:`slot_lengths` of a short list of valid Python ints without NumPy reductions
-        (``select_samples_to_pack`` passes a list per buffer); ``None`` for anything else (the
-        array path then validates it and names the problem)."""
-        if not lengths or not all(type(x) is int for x in lengths):
-            return None
-        if min(lengths) <= 0 or self.slots(max(lengths)) > self.pack_size:
-            return None
-        return self.slots(np.array(lengths, dtype=np.int64))
 
 
 def as_spec(spec: T_spec | int | None = None, /, **fields: Any) -> PackingSpec:

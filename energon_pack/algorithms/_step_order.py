@@ -1,30 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Order a buffer's packs so that every ``step_packs`` consecutive packs cost about the same.
 
-A data-parallel step waits for the slowest rank, and a rank's share of a step is not one pack
-but the ``step_packs = micro_batch_size * gradient_accumulation`` packs it trains on before
-the gradients are reduced. Balancing single packs has a floor (a pack holding one full-length
-document costs what it costs, :mod:`~energon_pack.algorithms._balance`); balancing *groups* of
-packs does not: a costly pack next to cheap ones levels the group.
-
-The packs are sorted by cost (costliest first, ties by position) and cut into ``k =
-step_packs`` strata of ``m = ceil(n / k)`` consecutive ranks; output position ``i * k + j``
-takes the ``i``-th pack of stratum ``j``; strata are read alternately from their cheap and
-their costly end (the last one costly first), so that a row's sum stays level (serpentine).
-Any ``k`` consecutive positions then hold one pack of each stratum from two neighbouring rows,
-whatever the offset at which the loader's batches start: an encoder cannot know that offset (energon batches across buffers),
-so the order must not depend on it.
-
-Worked example, ``k = 2``, pack costs ``[9, 8, 7, 6, 3, 2, 1, 0]`` in packing order (best-fit
-decreasing emits roughly that: packs opened by the longest documents first). The strata are
-``9 8 7 6`` (read from its cheap end) and ``3 2 1 0`` (costly first): ``6 3 7 2 8 1 9 0``.
-Steps of two packs cost ``9 9 9 9``, and ``10 10 10`` when the steps start one pack later;
-the packing order gives ``17 13 5 1``.
-
-The order changes nothing else: same packs, same fill. It runs in ``O(n log n)``. It levels
-what can be levelled: a step that holds a pack costlier than ``k`` typical ones costs at least
-that pack (heavy tails); on manpages at pack size 8192 (``tests/benchmarks/balance.py``) steps
-of 4 packs go from a cost CV of 0.056 in packing order to 0.013.
+A data-parallel step waits for the slowest rank, and a rank's share of a step is the
+``step_packs`` packs it trains on before the gradients are reduced. The packs are sorted by
+cost, cut into ``step_packs`` strata, and dealt out one per stratum in a serpentine, so that
+any ``step_packs`` consecutive positions (whatever the offset) hold one pack of each stratum.
+Costs ``[9, 8, 7, 6, 3, 2, 1, 0]``, ``k = 2``: ``6 3 7 2 8 1 9 0`` (every two in a row sum to
+9 or 10). Same packs, same fill. See docs/benchmarks/balance.md.
 """
 
 from __future__ import annotations

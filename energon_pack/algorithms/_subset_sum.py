@@ -1,46 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """One exact bounded subset-sum engine, shared by the repair and the balancing passes.
 
-:func:`subset_sum` answers: given distinct lengths ``values``, each available ``counts[x]``
-times, which copies to take so that their total lies in ``[lo, hi]`` and is nearest ``target``
-(default ``hi``: the fullest fill of a room)? The repair fills a pack's room exactly
-(:func:`fill_counts`); the balancing pass keeps a cheap pack's reachable totals
-(:func:`reach_steps`) to match a long document's tokens within the two packs' free room, and
-walks back the total it picks (:func:`walk_back`).
-
-One Python int is the bitset of the totals reachable so far (bit ``s``: some choice of the
-values scanned has total ``s``), starting from ``1`` (the empty choice). Taking ``c`` copies of
-``x`` is ``reach |= reach << (c * x)``, masked to ``hi + 1`` bits. The copies of a length are
-added in chunks of 1, 2, 4, ... (every count up to ``counts[x]`` is a sum of chunks), so ``m``
-equal lengths cost about ``log2(m)`` big-int steps instead of ``m``. The scan stops as soon as
-``target`` is reachable; the walk back from the chosen total skips every chunk whose total was
-reachable before it, so ties prefer earlier values.
-
-Worked example: ``values = [5, 3]``, ``counts = {5: 1, 3: 3}``, ``hi = 9`` (fill a room of 9)::
-
-    start             reach = 1                      totals {0}
-    5 x 1  (chunk 1)  reach |= reach << 5            totals {0, 5}
-    3 x 1  (chunk 1)  reach |= reach << 3            totals {0, 3, 5, 8}
-    3 x 2  (chunk 2)  reach |= reach << 6 (<= 9)     totals {0, 3, 5, 6, 8, 9}
-    9 reachable: stop. Walk back: 9 was not reachable before the chunk "3 x 2" (take it,
-    3 left), nor 3 before "3 x 1" (take it, 0 left): {3: 3}.
-
-so ``subset_sum([5, 3], {5: 1, 3: 3}, 9) == {3: 3}``. With ``lo=4, hi=7, target=5`` the
-totals in the window are 5, 6 and 3 + 3 = 6: ``{5: 1}``.
+:func:`subset_sum` picks copies of distinct lengths (each available ``counts[x]`` times) whose
+total lies in ``[lo, hi]`` nearest ``target``. One Python int is the bitset of reachable totals;
+taking ``c`` copies of ``x`` is ``reach |= reach << (c * x)``, the copies added in chunks of
+1, 2, 4, ... so ``m`` equal lengths cost about ``log2(m)`` big-int steps; the walk back prefers
+earlier values. ``subset_sum([5, 3], {5: 1, 3: 3}, 9) == {3: 3}``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = [
-    "fill_counts",
-    "fill_room",
-    "reach_steps",
-    "subset_positions",
-    "subset_sum",
-    "walk_back",
-]
+__all__ = ["fill_counts", "reach_steps", "subset_sum", "walk_back"]
 
 
 def subset_sum(
@@ -140,38 +112,3 @@ def fill_counts(values: Sequence[int], counts: Mapping[int, int], room: int) -> 
     if room <= 0:
         return {}
     return subset_sum(values, counts, room) or {}
-
-
-def subset_positions(
-    values: Sequence[int], hi: int, *, lo: int = 0, target: int | None = None
-) -> list[int] | None:
-    """Positions of a subset of ``values`` with a total in ``[lo, hi]`` nearest ``target``.
-
-    Equal values are one run for :func:`subset_sum` (first occurrence order); the copies taken
-    are their earliest positions. ``None`` when no subset total lies in ``[lo, hi]``.
-    ``subset_positions([2, 6, 2, 2], 7, lo=5) == [0, 2, 3]``: 2 + 2 + 2 and 6 both reach 6, the
-    total nearest 7, and the run of 2s comes first.
-    """
-    counts: dict[int, int] = {}
-    for x in values:
-        if 0 < x <= hi:
-            counts[x] = counts.get(x, 0) + 1
-    take = subset_sum(list(counts), counts, hi, lo=lo, target=target)
-    if take is None:
-        return None
-    chosen: list[int] = []
-    for p, x in enumerate(values):
-        if take.get(x):
-            take[x] -= 1
-            chosen.append(p)
-    return chosen
-
-
-def fill_room(values: Sequence[int], room: int) -> list[int]:
-    """Positions of the subset of ``values`` with the largest sum ``<= room`` (exact).
-
-    Ties prefer earlier positions. ``fill_room([5, 4, 3], 7) == [1, 2]`` (4 + 3 = 7).
-    """
-    if room <= 0:
-        return []
-    return subset_positions(values, room) or []

@@ -17,7 +17,7 @@ the rest of energon's packing hooks and follows the rules packing needs on energ
 4. ``batch`` (stateless): ``batch_type.from_packs``, rows padded to ``pack_size``.
 
 Worked example, ``pack_size=8``, buffer of documents ``a:5 b:3 c:6 d:2`` and the
-``first_fit_decreasing`` algorithm: bins ``[[c, d], [a, b]]`` -> packs ``"c,d"`` and ``"a,b"``,
+``best_fit_decreasing`` algorithm: bins ``[[c, d], [a, b]]`` -> packs ``"c,d"`` and ``"a,b"``,
 both 8/8 full. Use it with energon::
 
     get_train_dataset(path, task_encoder=MyEncoder(pack_size=4096), packing_buffer_size=256, ...)

@@ -4,10 +4,10 @@
 Packing decisions depend on document lengths alone, so a dataset whose sample ``i`` holds its
 token count as text exercises exactly the product's packing path (reading, buffers, selection,
 carry-over, state, ``restore_sample``) without a tokenizer. Example: texts ``"6" "5" "3"`` with
-``pack_size=10`` become documents of 6, 5 and 3 tokens; ``first_fit_decreasing`` packs them as
+``pack_size=10`` become documents of 6, 5 and 3 tokens; ``best_fit_decreasing`` packs them as
 ``[6, 3]`` and ``[5]``, and ``selections`` holds the one buffer's keys in reading order::
 
-    encoder = LengthTextEncoder(pack_size=10, algorithm="first_fit_decreasing")
+    encoder = LengthTextEncoder(pack_size=10, algorithm="best_fit_decreasing")
     packs = list(make_loader(make_text_dataset(path, ["6", "5", "3"]), encoder))
     [p.doc_lengths for p in packs]  # [[6, 3], [5]]
 

@@ -6,14 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from energon_pack.algorithms import (
-    CostModel,
-    apply_overlong,
-    balance_packs,
-    cost_spread,
-    pack_lengths,
-    slowest_rank_loss,
-)
+from energon_pack.algorithms import CostModel, balance_packs, pack_lengths, slowest_rank_loss
+from energon_pack.algorithms._balance import cost_spread
+from energon_pack.algorithms._overlong import apply_overlong
 
 ATTENTION_ONLY = CostModel(token=0.0, attention=1.0)
 

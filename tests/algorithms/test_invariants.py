@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from energon_pack.algorithms import ALGORITHMS, lower_bound, pack_lengths
+from energon_pack.algorithms import ALGORITHMS, pack_lengths
+from energon_pack.algorithms._bounds import lower_bound
 
 CASES = [
     # (seed, n, capacity, max_len, max_samples_per_pack, alignment)

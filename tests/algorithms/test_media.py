@@ -12,7 +12,6 @@ from energon_pack.algorithms import (
     CarryOver,
     MediaLoad,
     PackingSpec,
-    check_media_fits,
     enforce_media_budgets,
     pack_lengths,
     plan_carry_over,
@@ -20,6 +19,7 @@ from energon_pack.algorithms import (
     simulate_packs,
     step_order,
 )
+from energon_pack.algorithms._media import check_media_fits
 
 
 def _media_mix(seed: int, n: int, pack_size: int) -> tuple[np.ndarray, MediaLoad]:

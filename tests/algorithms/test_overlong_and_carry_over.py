@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from energon_pack.algorithms import CarryOver, OverlongPolicy, apply_overlong, plan_carry_over
+from energon_pack.algorithms import CarryOver, OverlongPolicy, plan_carry_over
+from energon_pack.algorithms._overlong import apply_overlong
 
 
 def test_overlong_policies() -> None:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``pack_lengths``' short-list path: the default algorithm on a list of ints, no NumPy array.
+"""``pack_lengths``' list path: the default algorithm on a list of ints (energon's buffers).
 
 It must give exactly the bins of the array path, and step aside (``None``) for everything the
 validating path has to name or the list path does not do.
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from energon_pack.algorithms import ALGORITHMS, PackingSpec, pack_lengths
+from energon_pack.algorithms._best_fit import best_fit_decreasing_repair_list
 from energon_pack.algorithms._next_fit import next_fit
-from energon_pack.algorithms._pack import SHORT_LIST, _short_list
-from energon_pack.algorithms._repair import best_fit_decreasing_repair_list
+from energon_pack.algorithms._pack import _plain
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -22,10 +22,10 @@ def test_list_path_gives_the_array_paths_bins(seed: int) -> None:
     # windows are covered too. Every case must take the list path (not None).
     rng = np.random.default_rng(seed)
     repair = ALGORITHMS["best_fit_decreasing_repair"]
-    for _ in range(250):
+    for _ in range(120):
         cap = int(rng.choice([10, 37, 100, 4096]))
         pool = rng.integers(1, cap + 1, size=int(rng.integers(1, 8)))
-        lengths = rng.choice(pool, size=int(rng.integers(1, SHORT_LIST + 1))).tolist()
+        lengths = rng.choice(pool, size=int(rng.integers(1, 400))).tolist()
         per_pack = [None, None, 1, 2, 3, 8][int(rng.integers(6))]
         given = list(lengths)
         listed = best_fit_decreasing_repair_list(lengths, cap, per_pack)
@@ -55,7 +55,7 @@ def test_list_path_steps_aside_for_what_the_validating_path_handles(
             return str(err)
 
     got = answer()
-    monkeypatch.setattr("energon_pack.algorithms._pack.SHORT_LIST", -1)  # array path only
+    monkeypatch.setattr("energon_pack.algorithms._pack._plain", lambda spec: False)  # arrays
     assert got == answer()
 
 
@@ -69,9 +69,8 @@ def test_list_path_steps_aside_for_what_the_validating_path_handles(
     ],
 )
 def test_list_path_only_for_the_plain_default(fields: dict) -> None:
-    assert _short_list([3, 4, 5], PackingSpec(pack_size=10)) == [[2, 1], [0]]
-    assert _short_list([3, 4, 5], PackingSpec(pack_size=10, **fields)) is None
-    assert _short_list([3] * (SHORT_LIST + 1), PackingSpec(pack_size=10)) is None
+    assert _plain(PackingSpec(pack_size=10))
+    assert not _plain(PackingSpec(pack_size=10, **fields))
 
 
 def test_list_path_follows_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -64,13 +64,13 @@ def test_as_spec_shorthand_builds_the_same_spec() -> None:
 
 
 def test_pack_lengths_and_simulate_take_the_spec_or_its_fields() -> None:
-    spec = PackingSpec(pack_size=10, algorithm="first_fit_decreasing", overlong="split")
+    spec = PackingSpec(pack_size=10, algorithm="best_fit_decreasing", overlong="split")
     lengths = [2, 7, 3, 8, 12]
     assert pack_lengths(lengths[:4], spec) == pack_lengths(
-        lengths[:4], 10, algorithm="first_fit_decreasing"
+        lengths[:4], 10, algorithm="best_fit_decreasing"
     )
     by_spec = simulate(lengths, spec, 4).to_dict()
-    by_fields = simulate(lengths, 10, 4, algorithm="first_fit_decreasing", overlong="split")
+    by_fields = simulate(lengths, 10, 4, algorithm="best_fit_decreasing", overlong="split")
     assert by_spec.pop("select_seconds") >= 0
     assert by_spec == {k: v for k, v in by_fields.to_dict().items() if k != "select_seconds"}
     assert by_spec["samples_packed"] == 6  # 12 split into 10 + 2

@@ -12,7 +12,7 @@ from energon_pack.algorithms import ALGORITHMS, CarryOver, simulate, simulate_pa
 def test_worked_example_from_docstring() -> None:
     # Buffer 4 of length-3 samples, pack 6: select([3,3,3,3]) -> 2 packs; the last sample is
     # read while they stream out, then flushed alone at the end: 3 packs, 15 / 18 tokens.
-    r = simulate([3] * 5, 6, 4, algorithm="first_fit_decreasing")
+    r = simulate([3] * 5, 6, 4, algorithm="best_fit_decreasing")
     assert (r.packs, r.tokens, r.select_calls, r.lower_bound_packs) == (3, 15, 2, 3)
     assert r.fill == pytest.approx(15 / 18)
 
@@ -45,11 +45,16 @@ def test_carry_over_every_sample_exactly_once_and_age_bounded(name: str) -> None
     assert r.max_carried_tokens <= 2 * 1024  # the token budget holds
 
 
-def test_carry_over_worked_trace_from_the_planner_docstring() -> None:
+def test_carry_over_worked_trace_of_the_packing_docs() -> None:
+    # docs/concepts/packing.md: [d a], [e b], [f c h g] (a..h are samples 0..7).
     cfg = CarryOver(min_fill=0.9, max_carry_packs=1, max_age=2)
-    r = simulate([4, 3, 2, 5, 6, 3, 1, 2], 10, 2, algorithm="first_fit_decreasing", carry_over=cfg)
+    r = simulate([4, 3, 2, 5, 6, 3, 1, 2], 10, 2, algorithm="best_fit_decreasing", carry_over=cfg)
     assert (r.packs, r.max_age, r.select_calls) == (3, 2, 4)
-    assert simulate([4, 3, 2, 5, 6, 3, 1, 2], 10, 2, algorithm="first_fit_decreasing").packs == 4
+    packs = simulate_packs(
+        [4, 3, 2, 5, 6, 3, 1, 2], 10, 2, algorithm="best_fit_decreasing", carry_over=cfg
+    )
+    assert packs == [[3, 0], [4, 1], [5, 2, 7, 6]]
+    assert simulate([4, 3, 2, 5, 6, 3, 1, 2], 10, 2, algorithm="best_fit_decreasing").packs == 4
 
 
 def test_short_documents_fill_packs_at_buffer_16_within_the_stated_wait() -> None:

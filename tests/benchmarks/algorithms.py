@@ -22,14 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from energon_pack.algorithms import (
-    ALGORITHMS,
-    CarryOver,
-    apply_overlong,
-    lower_bound,
-    pack_lengths,
-    simulate,
-)
+from energon_pack.algorithms import ALGORITHMS, CarryOver, pack_lengths, simulate
+from energon_pack.algorithms._bounds import lower_bound
+from energon_pack.algorithms._overlong import apply_overlong
 
 DEFAULT_LENGTHS = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
 C = 4096

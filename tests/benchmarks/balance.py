@@ -30,15 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from energon_pack.algorithms import (
-    CostModel,
-    apply_overlong,
-    cost_spread,
-    pack_lengths,
-    simulate,
-    slowest_rank_loss,
-    step_order,
-)
+from energon_pack.algorithms import CostModel, pack_lengths, simulate, slowest_rank_loss, step_order
+from energon_pack.algorithms._balance import cost_spread
+from energon_pack.algorithms._overlong import apply_overlong
 
 DEFAULT_LENGTHS = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
 RANKS = 8

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from energon_pack.algorithms import CarryOver, apply_overlong, simulate
+from energon_pack.algorithms import CarryOver, simulate
+from energon_pack.algorithms._overlong import apply_overlong
 from energon_pack.testing import LengthTextEncoder
 from energon_pack.tools import make_loader, make_text_dataset
 
@@ -62,7 +63,7 @@ def fill_of(packs) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--buffers", default="16,64,256")
-    parser.add_argument("--algorithm", default="first_fit_decreasing")
+    parser.add_argument("--algorithm", default="best_fit_decreasing")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N documents")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()

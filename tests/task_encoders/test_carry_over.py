@@ -53,7 +53,7 @@ def text_dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
     return path, {sample_key(i): n for i, n in enumerate(lengths)}
 
 
-def toy_encoder(algorithm: str = "first_fit_decreasing", carry: bool = True) -> LengthTextEncoder:
+def toy_encoder(algorithm: str = "best_fit_decreasing", carry: bool = True) -> LengthTextEncoder:
     """The real base class, configured with ``carry_over`` (or stock packing)."""
     return LengthTextEncoder(
         pack_size=PACK_SIZE, algorithm=algorithm, carry_over=CONFIG if carry else None
@@ -94,9 +94,7 @@ def test_worked_trace_from_the_module_docstring(tmp_path: Path) -> None:
     a, b, c, d, e, f, g, h = (sample_key(i) for i in range(8))
 
     def packs(carry: CarryOver | None) -> list[list[str]]:
-        encoder = LengthTextEncoder(
-            pack_size=10, algorithm="first_fit_decreasing", carry_over=carry
-        )
+        encoder = LengthTextEncoder(pack_size=10, algorithm="best_fit_decreasing", carry_over=carry)
         return [p.sample_keys for p in make_loader(path, encoder, packing_buffer_size=2)]
 
     assert packs(CONFIG) == [[d, a], [e, b], [f, c, h, g]]
@@ -110,12 +108,12 @@ def test_loader_packs_equal_simulate(text_dataset, buffer: int, policy: CarryOve
     # selections) gives the same packs, member by member: the planner is one function.
     path, lengths = text_dataset
     encoder = LengthTextEncoder(
-        pack_size=PACK_SIZE, algorithm="first_fit_decreasing", carry_over=policy
+        pack_size=PACK_SIZE, algorithm="best_fit_decreasing", carry_over=policy
     )
     packs = [p.sample_keys for p in make_loader(path, encoder, packing_buffer_size=buffer)]
     keys = list(dict.fromkeys(k for selection in encoder.selections for k in selection))
     assert sorted(keys) == sorted(lengths)
-    spec = PackingSpec(pack_size=PACK_SIZE, algorithm="first_fit_decreasing", carry_over=policy)
+    spec = PackingSpec(pack_size=PACK_SIZE, algorithm="best_fit_decreasing", carry_over=policy)
     simulated = simulate_packs([lengths[k] for k in keys], spec, buffer)
     assert packs == [[keys[i] for i in pack] for pack in simulated]
 
@@ -293,7 +291,7 @@ def test_llm_encoder_with_carry_over(tmp_path: Path) -> None:
 
     def encoder(carry: CarryOver | None) -> LLMPackingTaskEncoder:
         return LLMPackingTaskEncoder(
-            tokenizer, carry_over=carry, pack_size=32, alignment=1, algorithm="first_fit_decreasing"
+            tokenizer, carry_over=carry, pack_size=32, alignment=1, algorithm="best_fit_decreasing"
         )
 
     loader = make_loader(path, encoder(CONFIG), packing_buffer_size=6)

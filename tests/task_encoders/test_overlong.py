@@ -6,12 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from energon_pack.algorithms import (
-    OverlongPolicy,
-    OverlongSampleError,
-    apply_overlong,
-    cut_overlong,
-)
+from energon_pack.algorithms import OverlongPolicy, OverlongSampleError, cut_overlong
+from energon_pack.algorithms._overlong import apply_overlong
 from energon_pack.encoding import PackingStats, apply_overlong_policy
 from energon_pack.samples import EncodedCaptioningSample, EncodedMultimodalSample, EncodedSample
 

@@ -196,6 +196,14 @@ def test_packed_documents_equal_the_processor_alone(
     assert max(len(p.sample_keys) for p in packs) > 1  # documents really share packs
     tiles = torch.cat([p.image_grid_thw[:, 0] for p in packs]).tolist()
     assert len(tiles) == sum(len(images) for _, images in ref.values()) and max(tiles) > 2
+    # all packs in one batch (B > 1): each row's logits are its pack's alone
+    length = max(p.length for p in packs)
+    with torch.no_grad():
+        rows = model(**collate_packs(packs, pad_to=length).hf_kwargs("sdpa", with_labels=False))
+        for r, pack in enumerate(packs):
+            one = model(**collate_packs([pack], pad_to=length).hf_kwargs("sdpa", with_labels=False))
+            n = pack.length
+            torch.testing.assert_close(rows.logits[r, :n], one.logits[0, :n], atol=1e-5, rtol=0)
 
 
 def test_light_buffers_plan_tokens_from_headers(family: Any) -> None:

@@ -76,7 +76,7 @@ def main() -> None:
             f"image span {start}:{end} is all placeholders: {bool(placeholder)}; "
             f"no loss predicting them: {bool(no_loss)}"
         )
-        kwargs = batch.hf_kwargs("sdpa")
+        kwargs = batch.hf_kwargs("sdpa", config=None)  # no model here: full-attention masks
         print(f"hf_kwargs keys       {sorted(kwargs)}")
         print(f"packing              {encoder.stats.summary()}")
 

@@ -90,7 +90,7 @@ def main() -> None:
                 )
                 text = sum(batch.doc_lengths[row]) - media
                 print(f"pack {keys}: {media} media tokens, {text} text tokens")
-        kwargs = batch.hf_kwargs("sdpa")
+        kwargs = batch.hf_kwargs("sdpa", config=None)  # no model here: full-attention masks
         print(f"model inputs         {sorted(kwargs)}")
         print(f"position_ids         {tuple(kwargs['position_ids'].shape)} (mRoPE)")
         print(f"packs={encoder.stats.packs} documents={encoder.stats.documents}")

@@ -8,7 +8,7 @@ Run on CPU (gloo) with two ranks::
 Each rank builds its own energon loader from ``WorkerConfig.default_worker_config()`` (rank and
 world size come from ``torch.distributed``), so the ranks read disjoint shards of the data.
 A tiny Llama (``energon_pack.testing.tiny_causal_lm``) wrapped in DDP trains on the
-packed batches through ``batch.hf_kwargs("sdpa")`` (block-causal mask, reset positions, labels
+packed batches through ``batch.hf_kwargs("sdpa", config=model)`` (block-causal mask, reset positions, labels
 that never cross documents). At step ``--save-at`` the loader state of all ranks is gathered on
 rank 0 with ``save_state_global`` and written with the model and optimizer to one checkpoint.
 After ``--steps`` the script starts over from that checkpoint (fresh model, optimizer and
@@ -109,7 +109,7 @@ def train(
     rank = dist.get_rank()
     log = []
     for step, batch in zip(steps, batches):
-        loss = model(**batch.hf_kwargs("sdpa")).loss
+        loss = model(**batch.hf_kwargs("sdpa", config=model)).loss
         optimizer.zero_grad()
         loss.backward()  # DDP averages the gradients of all ranks
         optimizer.step()

@@ -40,7 +40,7 @@ PACK_SIZE, ACCUMULATION = 64, 4
 def per_document_loss(model: torch.nn.Module, batch, documents: int) -> torch.Tensor:
     """This micro-batch's share of the mean over the step's ``documents`` of each document's
     token-mean loss (SFT recipes that weigh every example the same)."""
-    logits = model(**batch.hf_kwargs("sdpa", with_labels=False)).logits
+    logits = model(**batch.hf_kwargs("sdpa", config=model, with_labels=False)).logits
     ce = torch.nn.functional.cross_entropy(
         logits.flatten(0, 1).float(), batch.labels.flatten(), reduction="none", ignore_index=-100
     )
@@ -76,7 +76,7 @@ def step(model, optimizer, micro: list, per_document: bool) -> None:
     else:
         num_items = sum(b.num_target_tokens for b in micro)
         for b in micro:
-            model(**b.hf_kwargs("sdpa"), num_items_in_batch=num_items).loss.backward()
+            model(**b.hf_kwargs("sdpa", config=model), num_items_in_batch=num_items).loss.backward()
         print(f"step: {len(micro)} micro-batches, {num_items} target tokens")
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)

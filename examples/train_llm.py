@@ -5,7 +5,7 @@ Runs in a few seconds on a CPU, with no arguments, on tiny data it makes in a te
 
 1. a 200-document ``TextSample`` dataset and a word-level tokenizer (``energon_pack.testing``);
 2. ``LLMPackingTaskEncoder`` (pack size 64, carry-over on, over-long documents split);
-3. a tiny Llama trained on ``batch.hf_kwargs("sdpa")``: block-causal mask, positions reset per
+3. a tiny Llama trained on ``batch.hf_kwargs("sdpa", config=model)``: block-causal mask, positions reset per
    document, labels that never cross a document border;
 4. at step 4, save model + optimizer + loader state (``loader.save_state_rank()``); train to
    step 8; then rebuild everything from the checkpoint and re-run steps 4..8: the losses match.
@@ -59,7 +59,7 @@ def build(dataset: Path, tokenizer: Path, vocab_size: int):
 
 
 def train_step(model, optimizer, batch) -> float:
-    loss = model(**batch.hf_kwargs("sdpa")).loss
+    loss = model(**batch.hf_kwargs("sdpa", config=model)).loss
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)

@@ -27,7 +27,7 @@ from energon_pack.attention._adapters import (
     packed_seq_params,
     packed_seq_params_fields,
 )
-from energon_pack.attention._compat import ModelReport, PackingNotExactError, check_model
+from energon_pack.attention._compat import ModelReport, PackingNotExactError
 from energon_pack.attention._context_parallel import cp_partition_indices
 from energon_pack.attention._documents import (
     BIDIRECTIONAL,
@@ -45,6 +45,7 @@ from energon_pack.attention._flex import (
 from energon_pack.attention._layer_masks import hf_attention_mask, local_attention_mask
 from energon_pack.attention._masks import additive_mask, dense_block_causal_mask
 from energon_pack.attention._mrope import frame_runs, mrope_position_ids
+from energon_pack.attention._verify import check_model
 from energon_pack.attention._windows import (
     LAYER_TYPES,
     LocalAttention,

@@ -19,9 +19,10 @@ For one row ``doc_lengths=[3, 2, 1]`` padded to ``L = 8``:
 - FlexAttention (:func:`block_mask`): the document-causal ``BlockMask`` ``(B, 1, L, L)``.
 - SDPA / eager reference (:func:`dense_mask`): the ``(B, 1, L, L)`` bool block-causal mask, the
   only ``L x L`` object, built on request.
-- Hugging Face transformers (:func:`hf_kwargs`): ``input_ids``, the reset ``position_ids``,
-  ``labels`` shifted for HF's loss, and per ``attn_implementation`` (one function each, in
-  ``_HF_ATTENTION``): ``"sdpa"`` the bool mask (transformers passes any 4-D mask through);
+- Hugging Face transformers (:func:`hf_kwargs`, given the model): ``input_ids``, the reset
+  ``position_ids``, ``labels`` shifted for HF's loss, and per ``attn_implementation`` (for a
+  causal full-attention model; windows, chunks, blocks: :func:`hf_model_kwargs`): ``"sdpa"`` the
+  bool mask (transformers passes any 4-D mask through);
   ``"eager"`` the same as an additive float mask (0 / dtype minimum, eager *adds* the mask);
   ``"flex_attention"`` the ``BlockMask``; ``"flash_attention_2"`` / ``"flash_attention_3"`` no
   mask but ``cu_seq_lens_q/k`` (int32 slot offsets) and ``max_length_q/k`` (the padding-free
@@ -47,7 +48,7 @@ from typing import Any
 import torch
 from torch.nn.attention.flex_attention import BlockMask
 
-from energon_pack.attention._compat import ModelReport, check_model
+from energon_pack.attention._compat import ModelReport
 from energon_pack.attention._documents import DocumentMetadata, bidirectional_blocks
 from energon_pack.attention._flex import DEFAULT_BLOCK_SIZE, block_causal_block_mask
 from energon_pack.attention._layer_masks import hf_attention_mask
@@ -61,6 +62,7 @@ __all__ = [
     "flash_attn_kwargs",
     "hf_kwargs",
     "hf_labels",
+    "hf_model_kwargs",
     "packed_seq_params",
     "packed_seq_params_fields",
 ]
@@ -199,17 +201,14 @@ def _model_positions(report: ModelReport, meta: DocumentMetadata, tokens: torch.
     return (running - start) * counted + pad
 
 
-def _hf_for_model(
+def hf_model_kwargs(
     meta: DocumentMetadata,
     tokens: torch.Tensor,
-    attn_implementation: str,
-    config: Any,
-    mask_dtype: torch.dtype,
-    token_type_ids: torch.Tensor | None,
+    report: ModelReport,
+    mask_dtype: torch.dtype = torch.float32,
+    token_type_ids: torch.Tensor | None = None,
 ) -> dict[str, Any]:
-    """The attention kwargs and positions exact for the model of ``config`` (or
-    PackingNotExactError)."""
-    report = check_model(config, attn_implementation, pack_size=meta.seq_idx.shape[1])
+    """The attention kwargs and positions for the model of ``report`` (``check_model``'s)."""
     blocks = None
     if report.bidirectional is not None:
         blocks = bidirectional_blocks(meta.segment_ids, report.bidirectional, token_type_ids)
@@ -231,6 +230,7 @@ _HF_ATTENTION: dict[str, Callable[..., dict[str, Any]]] = {
 }
 #: The ``attn_implementation`` values :func:`hf_kwargs` accepts.
 HF_ATTENTION_IMPLEMENTATIONS = tuple(_HF_ATTENTION)
+_REQUIRED: Any = object()
 
 
 def hf_kwargs(
@@ -240,17 +240,17 @@ def hf_kwargs(
     attn_implementation: str = "sdpa",
     *,
     mask_dtype: torch.dtype = torch.float32,
-    config: Any = None,
+    config: Any = _REQUIRED,
     token_type_ids: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """Kwargs for ``model(**...)`` of a transformers causal LM (see the module docstring).
 
-    Without ``config`` every layer gets the document-causal mask: exact for models whose
-    layers all use full attention (Llama, Qwen2/3 without windows, GPT-NeoX, ...), silently
-    wrong for sliding-window, chunked, hybrid or long-context-rope models. With ``config`` (the
-    model or ``model.config``) the kwargs are exact for that architecture, checked by
-    :func:`check_model`: a mapping per layer type where the model takes one, a windowed or
-    chunked mask where it takes one mask, or :class:`PackingNotExactError` naming the feature.
+    ``config`` is required: the model (or ``model.config``) makes the kwargs exact for that
+    architecture, checked by :func:`check_model` (cached): a mapping per layer type where the
+    model takes one, a windowed or chunked mask where it takes one mask, or
+    :class:`PackingNotExactError` naming the mechanism. ``config=None`` opts out: every layer
+    gets the document-causal mask, unchecked, exact only for causal full-attention models (a
+    sliding-window Mistral differs by ~0.2).
 
     Args:
         meta: the batch's document metadata.
@@ -259,7 +259,7 @@ def hf_kwargs(
         attn_implementation: one of :data:`HF_ATTENTION_IMPLEMENTATIONS`, as the model was
             loaded.
         mask_dtype: dtype of the eager additive mask.
-        config: the model or its config, to make the kwargs exact for it (see above): also
+        config: the model or its config (None: full attention only, unchecked; see above): also
             its bidirectional blocks (encoders, Gemma 3 image tokens, PaliGemma's prefix) and
             its own positions (PaliGemma from 1, RoBERTa from ``padding_idx + 1``).
         token_type_ids: ``(B, L)`` as the model's processor makes them, for models whose
@@ -272,13 +272,21 @@ def hf_kwargs(
             f"unknown attn_implementation {attn_implementation!r}; "
             f"choose one of {HF_ATTENTION_IMPLEMENTATIONS}"
         )
+    if config is _REQUIRED:
+        raise TypeError(
+            "hf_kwargs needs config=model (or model.config): the masks depend on the model "
+            "(sliding windows, chunks, bidirectional blocks) and check_model refuses models "
+            "packing would change; config=None gives every layer the document-causal mask, "
+            "unchecked (exact only for causal full-attention models)"
+        )
     kwargs: dict[str, Any] = {"input_ids": tokens, "position_ids": meta.position_ids}
     if labels is not None:
         kwargs["labels"] = hf_labels(labels)
     if config is None:
         kwargs.update(attention(meta, mask_dtype=mask_dtype))
-    else:
-        kwargs.update(
-            _hf_for_model(meta, tokens, attn_implementation, config, mask_dtype, token_type_ids)
-        )
+    else:  # check_model runs an experiment built on these adapters: imported here
+        from energon_pack.attention._verify import check_model
+
+        report = check_model(config, attn_implementation, pack_size=meta.seq_idx.shape[1])
+        kwargs.update(hf_model_kwargs(meta, tokens, report, mask_dtype, token_type_ids))
     return kwargs

@@ -1,17 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Will packing change this model's forward pass? Decided from the config, no forward pass.
+"""What packing has to do for a model, and what it refuses, from the config alone.
 
 Packing is exact when every layer of a model sees each document as if it were alone. That
 holds for full-attention rotary / learned-position models given the document-causal mask and
 reset ``position_ids``, and for sliding-window and chunked layers given masks per layer type
-(``_windows``). It does not hold, on transformers 5.23, for:
+(``_windows``). ``_verify.check_model`` accepts a model only when that is verified; this module
+reads what the config tells, and refuses, on transformers 5.23:
 
 ==========================  ================================================================
 feature                     why packing would change the result
 ==========================  ================================================================
-Mamba / conv / linear       the pure-PyTorch fallbacks scan the whole row and drop ``seq_idx``:
-layers (Bamba, Jamba,       a document starts from the previous document's state
-LFM2, Qwen3-Next, ...)
+non-attention layer types   state carried along the row (Mamba, short conv, linear
+(Bamba, Jamba, LFM2, ...)   attention): a document starts from the previous one's state
+recurrent models            the same, without ``layer_types`` (RWKV, xLSTM)
+encoder-decoders            the encoder masks its padding over the whole packed row
 LongRoPE                    frequencies switch to the long set when the batch's largest
                             position id passes ``original_max_position_embeddings``
 dynamic NTK                 frequencies are rescaled from the batch's largest position id
@@ -23,12 +25,13 @@ ALiBi in Bloom / Falcon     the bias is built from a 2-D padding mask, so no doc
 chunked + flash-attn        flash-attn has no chunked mode
 bidirectional + flash-attn  varlen flash-attn is causal or not per sequence: it cannot hold
                             image / prefix blocks (encoders, Gemma 3, PaliGemma: use masks)
+no ``position_ids``         named when the experiment finds the model changed (Bart's decoder)
 ==========================  ================================================================
 
 The rope cases are exact when no pack can pass the limit: give ``pack_size``. Example::
 
     >>> from transformers import MistralConfig
-    >>> report = check_model(MistralConfig(sliding_window=8, num_hidden_layers=2), "sdpa")
+    >>> report = config_report(MistralConfig(sliding_window=8, num_hidden_layers=2), "sdpa", 64)
     >>> report.layer_types, report.local["sliding_attention"]
     (('sliding_attention', 'sliding_attention'), LocalAttention(window=8, chunk=None))
 """
@@ -41,12 +44,21 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS as _FLASH_IMPLEMENTATIONS
 from energon_pack.attention._windows import LAYER_TYPES, LocalAttention
 
-__all__ = ["ModelReport", "PackingNotExactError", "check_model"]
+__all__ = [
+    "ModelReport",
+    "PackingNotExactError",
+    "config_report",
+    "explain_failure",
+    "refuse_structure",
+    "text_config",
+]
 
-_CPU_IMPLEMENTATIONS = ("sdpa", "eager", "flex_attention")
-_FLASH_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3")
+#: Families whose layers are recurrent cells without attention (a better message than the
+#: experiment's "differs").
+_RECURRENT = {"rwkv", "xlstm"}
 
 
 class PackingNotExactError(ValueError):
@@ -89,6 +101,8 @@ class ModelReport:
     position_offset: int = 0
     #: RoBERTa's rule: positions count non-pad tokens from ``padding_idx + 1``; None: unused.
     position_padding_idx: int | None = None
+    #: What proved packing exact: ``"family matrix"`` (CI) or the tiny copy's max difference.
+    verified_by: str = ""
 
     @property
     def needs_mapping(self) -> bool:
@@ -96,7 +110,7 @@ class ModelReport:
         return len(set(self.local.values())) > 1
 
 
-def _config_of(model_or_config: Any) -> Any:
+def text_config(model_or_config: Any) -> Any:
     config = getattr(model_or_config, "config", model_or_config)
     text = getattr(config, "get_text_config", None)
     return text(decoder=True) if callable(text) else config
@@ -160,7 +174,11 @@ def _num_layers(config: Any) -> int:
     for name in ("num_hidden_layers", "n_layer", "num_layers"):
         if isinstance(getattr(config, name, None), int):
             return getattr(config, name)
-    raise ValueError(f"cannot find the number of layers of {type(config).__name__}")
+    raise PackingNotExactError(
+        f"unreadable config {type(config).__name__}",
+        "energon-pack cannot find its number of layers, so it cannot tell their attention type",
+        "train this model unpacked",
+    )
 
 
 def _layer_types(config: Any) -> tuple[str, ...]:
@@ -213,12 +231,11 @@ def _forward_takes_mapping(config_class: type) -> bool:
 def _check_hybrid(hybrid: list[str]) -> None:
     if hybrid:
         raise PackingNotExactError(
-            f"non-attention layers {hybrid} (Mamba / short-conv / linear attention)",
-            "transformers' PyTorch fallbacks of these layers scan the whole packed row and "
-            "ignore seq_idx, so each document starts from the previous document's state",
-            "train this model unpacked (one document per row, right padding); the CUDA "
-            "kernels (mamba_ssm, causal_conv1d) take seq_idx but energon-pack cannot verify "
-            "them here",
+            f"non-attention layer types {hybrid} in config.layer_types",
+            "packing masks attention layers only (full / sliding / chunked); layers that "
+            "carry a state along the row (Mamba, short convolutions, linear attention, ...) "
+            "let each document start from the previous document's state",
+            "train this model unpacked (one document per row, right padding)",
         )
 
 
@@ -286,33 +303,11 @@ def _check_flash_chunks(impl: str, local: dict[str, LocalAttention], pack_size: 
         )
 
 
-def check_model(
-    model_or_config: Any,
-    attn_implementation: str | None = None,
-    *,
-    pack_size: int | None = None,
-) -> ModelReport:
-    """Tell, from the config alone, whether packing is exact for this model, and how.
-
-    Args:
-        model_or_config: a transformers model or its config (multimodal: the text config
-            is checked).
-        attn_implementation: ``"sdpa"``, ``"eager"``, ``"flex_attention"``,
-            ``"flash_attention_2"``/``"3"``; default: the config's own.
-        pack_size: the longest row the model will see (rope scaling and temperature tuning
-            are exact only below their limits).
-
-    Returns a :class:`ModelReport`; raises :class:`PackingNotExactError` naming the feature,
-    why packing would change the result, and what to do (see the module docstring).
-    """
-    config = _config_of(model_or_config)
+def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> ModelReport:
+    """What packing has to do for this model (multimodal: its text config), from the config
+    alone; raises :class:`PackingNotExactError` for the features in the module docstring."""
+    config = text_config(model_or_config)
     outer = getattr(model_or_config, "config", model_or_config)
-    impl = attn_implementation or getattr(config, "_attn_implementation", None) or "sdpa"
-    if impl not in _CPU_IMPLEMENTATIONS + _FLASH_IMPLEMENTATIONS:
-        raise ValueError(
-            f"unknown attn_implementation {impl!r}; choose one of "
-            f"{_CPU_IMPLEMENTATIONS + _FLASH_IMPLEMENTATIONS}"
-        )
     layer_types = _layer_types(config)
     present = [t for t in dict.fromkeys(layer_types)]
     _check_hybrid([t for t in present if t not in LAYER_TYPES])
@@ -351,3 +346,33 @@ def check_model(
             "causal models only), or train unpacked",
         )
     return report
+
+
+def refuse_structure(config: Any) -> None:
+    """Refuse, from the config, models no mask can make exact (see the module docstring)."""
+    name = type(config).__name__
+    if getattr(config, "model_type", "") in _RECURRENT:
+        raise PackingNotExactError(
+            f"recurrent layers without attention ({name})",
+            "the recurrent state runs from one document into the next and the model has no "
+            "input that resets it at a document border",
+            "train this model unpacked (one document per row)",
+        )
+    if getattr(config, "is_encoder_decoder", False):
+        raise PackingNotExactError(
+            f"encoder-decoder ({name})",
+            "the encoder builds its own padding mask over the packed row and the decoder "
+            "cross-attends to all of it, so documents see each other",
+            "train this model unpacked, or pack only a decoder-only model",
+        )
+
+
+def explain_failure(model_class: type) -> None:
+    """Name the mechanism of a model packing was measured to change, where it is known."""
+    if "position_ids" not in inspect.signature(model_class.forward).parameters:
+        raise PackingNotExactError(
+            f"no position_ids in {model_class.__name__}.forward",
+            "the model counts positions 0..L-1 over the whole packed row, so every document "
+            "after the first is encoded at the wrong positions",
+            "train this model unpacked (one document per row)",
+        )

@@ -8,7 +8,7 @@ each kernel's vocabulary::
 
     pack = pack_documents([doc_a, doc_b])          # tokens (n,), labels (n,), position_ids (n,)
     batch = collate_packs([pack], pad_to=4096)     # (1, 4096) + metadata (cu_seqlens, ...)
-    loss = model(**batch.hf_kwargs("sdpa")).loss   # or batch.flash_attn_kwargs(), ...
+    loss = model(**batch.hf_kwargs("sdpa", config=model)).loss   # or batch.flash_attn_kwargs(), ...
 
 Each type builds itself (``PackedTextSample.from_documents``, ``PackedTextBatch.from_packs``,
 and the captioning types likewise); ``pack_documents`` / ``collate_packs`` pick the type

@@ -9,7 +9,7 @@ Drop one into energon and set a packing buffer::
                            batch_size=8, shuffle_buffer_size=100, max_samples_per_sequence=100,
                            worker_config=worker_config)
     for batch in get_savable_loader(ds):
-        loss = model(**batch.hf_kwargs("sdpa")).loss
+        loss = model(**batch.hf_kwargs("sdpa", config=model)).loss
 
 A new task subclasses :class:`PackingTaskEncoder` and implements ``encode_document`` only.
 Randomness inside it is seeded per sample (:func:`seeded_stateless`), so ``restore_sample`` and

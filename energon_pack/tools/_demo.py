@@ -14,7 +14,7 @@ Everything runs offline on a CPU in about a minute, on text that every Python in
 4. **Packing.** :class:`~energon_pack.task_encoders.LLMPackingTaskEncoder` with carry-over and
    ``overlong="split"`` packs them into rows of ``pack_size`` tokens.
 5. **Training.** A tiny Llama (random init) trains for ``steps`` steps on the packed batches
-   through ``batch.hf_kwargs("sdpa")`` (block-causal mask, reset positions, per-document labels).
+   through ``batch.hf_kwargs("sdpa", config=model)`` (block-causal mask, reset positions, per-document labels).
 6. **Resume.** The loader state is saved half-way (``loader.save_state_rank()``, written to disk
    with ``torch.save``); the run continues; a fresh loader restored from the file must produce
    the same batches (keys and tokens), bit for bit.
@@ -314,7 +314,7 @@ def _train(config: DemoConfig, corpus: _Corpus, out: Path, bar: Callable[..., An
         if step >= save_at:
             run.reference.append((list(batch.__key__), batch.tokens.clone()))
         t = time.perf_counter()
-        loss = model(**batch.hf_kwargs("sdpa")).loss
+        loss = model(**batch.hf_kwargs("sdpa", config=model)).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

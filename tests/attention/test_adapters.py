@@ -84,7 +84,7 @@ def test_hf_kwargs_from_metadata_and_tokens() -> None:
     meta = document_metadata([[3, 2]], length=6)
     tokens = torch.arange(6).view(1, 6)
     labels = torch.tensor([[1, 2, -100, 4, -100, -100]])
-    kw = hf_kwargs(meta, tokens, labels, "flash_attention_3")
+    kw = hf_kwargs(meta, tokens, labels, "flash_attention_3", config=None)
     assert list(kw) == [
         "input_ids",
         "position_ids",
@@ -97,7 +97,14 @@ def test_hf_kwargs_from_metadata_and_tokens() -> None:
     assert kw["input_ids"] is tokens and kw["position_ids"] is meta.position_ids
     assert kw["labels"].tolist() == [[-100, 1, 2, -100, 4, -100]]
     assert kw["cu_seq_lens_q"].tolist() == [0, 3, 6] and kw["max_length_q"] == 3
-    assert "labels" not in hf_kwargs(meta, tokens, None, "sdpa")
+    assert "labels" not in hf_kwargs(meta, tokens, None, "sdpa", config=None)
     assert set(HF_ATTENTION_IMPLEMENTATIONS) >= {"sdpa", "eager", "flex_attention"}
     with pytest.raises(ValueError, match="unknown attn_implementation 'bogus'"):
-        hf_kwargs(meta, tokens, labels, "bogus")
+        hf_kwargs(meta, tokens, labels, "bogus", config=None)
+
+
+def test_hf_kwargs_without_config_is_refused() -> None:
+    # a windowed model served the plain document-causal mask would differ silently (~0.2)
+    meta = document_metadata([[3, 2]], length=6)
+    with pytest.raises(TypeError, match=r"needs config=model.*config=None"):
+        hf_kwargs(meta, torch.arange(6).view(1, 6))

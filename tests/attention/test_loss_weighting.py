@@ -36,7 +36,9 @@ def test_four_accumulation_steps_equal_one_step_over_all_documents() -> None:
     step_tokens = sum(b.num_target_tokens for b, _ in micro)
     assert step_tokens == total
     for b, _ in micro:  # the count of what hf_kwargs' (shifted) labels hold
-        assert b.num_target_tokens == int((b.hf_kwargs("sdpa")["labels"] != -100).sum())
+        assert b.num_target_tokens == int(
+            (b.hf_kwargs("sdpa", config=None)["labels"] != -100).sum()
+        )
     model.zero_grad()
     for batch, _ in micro:
         kwargs = batch.hf_kwargs("sdpa", config=model.config)

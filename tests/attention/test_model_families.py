@@ -1,81 +1,196 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The model-family matrix: every cell is exact (1e-5, logits and loss) or raises the error.
+"""The model-family matrix: every cell is exact (1e-5, logits and loss) or refused by name.
 
-Rows and the packed batch are in ``model_families.py`` (documents of 20 and 12 tokens, windows
-and chunks of 8). FlexAttention runs uncompiled here (transformers compiles it once per process
-and the CPU compiler fails on the many shapes of the matrix; the math is the same), for the
-families whose masks differ in kind: a mapping per layer type, one windowed mask, chunks.
+Rows, the tiny configs and the packed batch are in ``model_families.py``. Each cell asks
+``check_model`` with the registry off (the verdict is the experiment's or a named refusal)
+and measures what it accepted; ``verified.json`` and the table in ``docs/howto/kernels.md``
+must equal what the cells prove (``python tests/benchmarks/model_matrix.py --write``
+regenerates both). Then ``check_model`` on models the matrix has never seen.
 """
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from unittest import mock
+
 import pytest
 import torch
-from model_families import FAMILIES, WINDOW, Family, build_model, packed_batch, run_cell
-from torch.nn.attention.flex_attention import flex_attention
-from transformers.integrations import flex_attention as hf_flex
+import transformers
+from model_families import (
+    FAMILIES,
+    IMPLEMENTATIONS,
+    WINDOW,
+    Cell,
+    Family,
+    build_model,
+    markdown_table,
+    packed_batch,
+    registry,
+    run_cell,
+)
 
 from energon_pack.attention import (
     LocalAttention,
     PackingNotExactError,
+    _verify,
     check_model,
     document_causal_mask,
     document_metadata,
 )
+from energon_pack.attention._flash_reference import varlen_attention
 
-RAISES = {
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
+from model_matrix import DOC, REGISTRY, replace_table  # noqa: E402
+
+#: Families refused in every implementation, by the start of the error's feature.
+REFUSED = {
     "llama (dynamic NTK rope)": "dynamic NTK rope",
     "phi3 (LongRoPE, original 16)": "LongRoPE",
     "bloom (ALiBi)": "ALiBi (bloom)",
     "falcon (ALiBi)": "ALiBi (falcon)",
-    "bamba (hybrid Mamba2)": "non-attention layers",
-    "lfm2 (hybrid short conv)": "non-attention layers",
+    "bamba (hybrid Mamba2)": "non-attention layer types ['linear_attention']",
+    "lfm2 (hybrid short conv)": "non-attention layer types ['conv']",
+    "lfm2-moe": "non-attention layer types ['conv']",
+    "qwen3-next": "non-attention layer types ['linear_attention']",
+    "jamba": "non-attention layer types ['linear_attention']",
+    "falcon-h1": "non-attention layer types ['hybrid']",
+    "zamba2": "non-attention layer types ['linear_attention']",
+    "granitemoe-hybrid": "non-attention layer types ['linear_attention']",
+    "minimax": "non-attention layer types ['linear_attention']",
+    "recurrent-gemma": "non-attention layer types ['linear_attention']",
+    "rwkv": "recurrent layers without attention",
+    "xlstm": "recurrent layers without attention",
+    "bart decoder": "no position_ids in BartForCausalLM",
+    "mbart decoder": "no position_ids in MBartForCausalLM",
+    "marian decoder": "no position_ids in MarianForCausalLM",
+    "pegasus decoder": "no position_ids in PegasusForCausalLM",
+    "blenderbot decoder": "no position_ids in BlenderbotForCausalLM",
+    "mvp decoder": "no position_ids in MvpForCausalLM",
+    "trocr decoder": "no position_ids in TrOCRForCausalLM",
+    "t5gemma (encoder-decoder)": "encoder-decoder",
+    "blt": "unreadable config BltConfig",
 }
-FLEX_ROWS = {"qwen2 (window 8 on layer 2)", "starcoder2 (window 8)", "llama4 text (chunks of 8)"}
-
-
-def _cells() -> list:
-    cells = []
-    for family in FAMILIES:
-        for impl in ("sdpa", "eager", "flex_attention"):
-            if impl == "flex_attention" and family.name not in FLEX_ROWS | set(RAISES):
-                continue
-            if family.supports(impl):
-                cells.append(pytest.param(family, impl, id=f"{family.name}-{impl}"))
-    return cells
+#: Cells refused in one implementation only: the experiment measured them wrong (or failing).
+REFUSED_CELLS = {
+    ("gpt-j", "flash_attention_2"): "GPTJForCausalLM with flash_attention_2",
+    ("gpt-neo", "flash_attention_2"): "GPTNeoForCausalLM with flash_attention_2",
+    ("falcon (rotary)", "flash_attention_2"): "FalconForCausalLM with flash_attention_2",
+    ("moshi (unused sliding_window)", "sdpa"): "MoshiForCausalLM with sdpa",
+    ("moshi (unused sliding_window)", "eager"): "MoshiForCausalLM with eager",
+    ("moshi (unused sliding_window)", "flex_attention"): "MoshiForCausalLM with flex_attention",
+    # "Attention sinks cannot be run on CPU with flex": the check runs on CPU
+    ("gpt-oss (window 8)", "flex_attention"): "GptOssForCausalLM with flex_attention",
+    ("bert (is_decoder=False)", "flash_attention_2"): "bidirectional attention (document) with",
+    ("gemma3 text (bidirectional)", "flash_attention_2"): "bidirectional attention (document) with",
+}
+#: Its logits are exact, its loss is not: it does not shift labels as HF's causal LMs do.
+REFUSED_CELLS.update(
+    {("whisper decoder", i): f"WhisperForCausalLM with {i}" for i in IMPLEMENTATIONS}
+)
+_CELLS: dict[tuple[str, str], Cell] = {}
 
 
 @pytest.fixture
-def eager_flex(monkeypatch):
+def eager_flex():
     """transformers' flex path without torch.compile (unfused, same result)."""
-    wrapper = hf_flex.WrappedFlexAttention
-    monkeypatch.setattr(wrapper, "_is_flex_compiled", True)
-    monkeypatch.setattr(wrapper, "_compiled_flex_attention", staticmethod(flex_attention))
-    monkeypatch.setattr(wrapper, "training", False, raising=False)
+    with _verify.cpu_route("flex_attention"):
+        yield
 
 
-@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
-@pytest.mark.parametrize(("family", "impl"), _cells())
-def test_cell_is_exact_or_raises(eager_flex, family: Family, impl: str) -> None:
-    outcome, detail = run_cell(family, impl)
-    if family.name in RAISES:
-        assert (outcome, detail.split(" [")[0]) == ("raises", RAISES[family.name])
-        assert detail.startswith(RAISES[family.name])
-    else:
-        assert outcome == "exact", detail
+def cell(family: Family, impl: str) -> Cell:
+    """The cell's outcome (computed once per session), with the registry off."""
+    key = (family.name, impl)
+    if key not in _CELLS:
+        with mock.patch.object(_verify, "_verified", dict):
+            _verify._VERDICTS.clear()
+            _CELLS[key] = run_cell(family, impl)
+            _verify._VERDICTS.clear()  # verdicts made without the registry stay out
+    return _CELLS[key]
+
+
+def all_cells() -> dict[tuple[str, str], Cell]:
+    return {(f.name, i): cell(f, i) for f in FAMILIES for i in IMPLEMENTATIONS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_family_is_exact_or_refused_by_name(family: Family) -> None:
+    for impl in IMPLEMENTATIONS:
+        got = cell(family, impl)
+        expected = REFUSED.get(family.name) or REFUSED_CELLS.get((family.name, impl))
+        if not family.supports(impl):
+            assert got.outcome == "n/a"
+        elif expected is not None:
+            assert (got.outcome, got.detail[: len(expected)]) == ("raises", expected), impl
+        else:
+            assert got.outcome == "exact", (impl, got)
+
+
+@pytest.mark.slow
+def test_registry_and_doc_table_are_the_matrix() -> None:
+    cells = all_cells()
+    assert json.loads(REGISTRY.read_text()) == registry(cells)
+    text = DOC.read_text()
+    assert replace_table(text, markdown_table(cells)) == text
 
 
 def test_without_config_a_sliding_model_differs() -> None:
-    # the reason for config=: the plain document-causal mask ignores Mistral's window
+    # the reason config= is required: the plain document-causal mask ignores Mistral's window
     family = next(f for f in FAMILIES if f.name.startswith("mistral"))
     model = build_model(family, "sdpa")
     batch, docs = packed_batch()
     with torch.no_grad():
-        plain = model(**batch.hf_kwargs("sdpa")).logits
-        exact = model(**batch.hf_kwargs("sdpa", config=model.config)).logits
+        plain = model(**batch.hf_kwargs("sdpa", config=None)).logits
+        exact = model(**batch.hf_kwargs("sdpa", config=model)).logits
         alone = model(input_ids=docs[0][0].tokens.view(1, -1)).logits[0]
     assert float((plain[0, :20] - alone).abs().max()) > 1e-3
     assert float((exact[0, :20] - alone).abs().max()) <= 1e-5
+
+
+class CumsumLlama(transformers.LlamaForCausalLM):
+    """A mechanism no list knows: each position also sees the running sum of the row."""
+
+    def forward(self, input_ids=None, position_ids=None, attention_mask=None, **kwargs):
+        embeds = self.model.embed_tokens(input_ids)
+        embeds = embeds + embeds.cumsum(dim=1) / 8
+        return super().forward(
+            inputs_embeds=embeds, position_ids=position_ids, attention_mask=attention_mask, **kwargs
+        )
+
+
+class UnbuildableLlama(transformers.LlamaForCausalLM):
+    def __init__(self, config):
+        if config.hidden_size < 128:
+            raise ValueError("needs hidden_size >= 128")
+        super().__init__(config)
+
+
+def test_a_mechanism_never_seen_is_measured_and_refused() -> None:
+    config = transformers.LlamaConfig(hidden_size=128, num_hidden_layers=2, vocab_size=300)
+    assert check_model(transformers.LlamaForCausalLM(config), "sdpa").verified_by == (
+        "family matrix"
+    )
+    with pytest.raises(PackingNotExactError, match=r"CumsumLlama with sdpa.*max logit difference"):
+        check_model(CumsumLlama(config), "sdpa")
+    with pytest.raises(PackingNotExactError, match=r"could not verify.*already small"):
+        check_model(UnbuildableLlama(config), "eager")
+    with pytest.raises(PackingNotExactError, match=r"unknown model class.*check_model\(model"):
+        check_model(transformers.MllamaTextConfig(), "sdpa")
+
+
+def test_a_7b_config_is_checked_on_a_tiny_copy_and_cached() -> None:
+    # no 7B weights are built: the registry answers for Llama, a tiny copy for the rest
+    report = check_model(transformers.LlamaConfig(), "sdpa", pack_size=4096)
+    assert report.verified_by == "family matrix"
+    config = transformers.MistralConfig(attention_bias=True)  # a flag the matrix has not seen
+    report = check_model(config, "sdpa", pack_size=8192)
+    assert report.verified_by.startswith("tiny copy") and report.local == {
+        "sliding_attention": LocalAttention(window=4096)
+    }
+    assert check_model(config, "sdpa", pack_size=8192) is report  # cached
 
 
 def test_error_names_feature_reason_and_remedy() -> None:
@@ -103,9 +218,28 @@ def test_flash_refuses_chunks_longer_than_the_pack() -> None:
     family = next(f for f in FAMILIES if f.name.startswith("llama4"))
     with pytest.raises(PackingNotExactError, match="chunked attention with flash"):
         check_model(family.config(), "flash_attention_2", pack_size=64)
-    check_model(family.config(), "flash_attention_2", pack_size=WINDOW)
     with pytest.raises(ValueError, match="unknown attn_implementation"):
         check_model(family.config(), "xformers")
+
+
+@pytest.mark.parametrize("window", [(-1, -1), (2, 0)])
+def test_flash_reference_is_attention_per_sequence(window: tuple[int, int]) -> None:
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(9, 4, 8, generator=gen) for _ in range(3))
+    cu = torch.tensor([0, 5, 9], dtype=torch.int32)
+    out = varlen_attention(q, k[:, :2], v[:, :2], cu, cu, 5, 5, causal=True, window_size=window)
+    for start, end in [(0, 5), (5, 9)]:
+        n = end - start
+        mask = torch.ones(n, n).tril().bool()
+        if window[0] >= 0:
+            mask &= torch.ones(n, n).triu(-window[0]).bool()
+        kv = [x[start:end, :2].repeat_interleave(2, dim=1).transpose(0, 1) for x in (k, v)]
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q[start:end].transpose(0, 1), *kv, attn_mask=mask
+        )
+        torch.testing.assert_close(out[start:end], ref.transpose(0, 1))
+    with pytest.raises(ValueError, match="longer than max_seqlen_q=4"):
+        varlen_attention(q, k, v, cu, cu, 4, 4, causal=True)
 
 
 @pytest.mark.parametrize("local", [LocalAttention(window=3), LocalAttention(chunk=3)])

@@ -63,7 +63,7 @@ def main() -> None:
     def adapters() -> None:
         batch.flash_attn_kwargs()
         batch.packed_seq_params()
-        batch.hf_kwargs("flash_attention_2")
+        batch.hf_kwargs("flash_attention_2", config=None)
 
     def pack_and_metadata() -> None:
         p = pack_documents(docs)

@@ -1,54 +1,70 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Print the model-family matrix of packing exactness as a markdown table.
+"""Print (or write) the model-family matrix of packing exactness.
 
-Run: ``python tests/benchmarks/model_matrix.py``. Each row is a tiny random model from a
-transformers config (``tests/attention/model_families.py``), each column a CPU attention
-implementation; a packed batch (documents of 20 and 12 tokens, windows / chunks of 8) runs
-through ``batch.hf_kwargs(impl, config=model.config)`` and every document is compared with
-itself run alone. A cell is ``exact (max |logit diff|)``, ``raises: <feature>``
-(``PackingNotExactError``), or ``n/a`` (transformers refuses that implementation on CPU).
-FlexAttention runs uncompiled (same math; compiling per model is slow on CPU).
+Run: ``python tests/benchmarks/model_matrix.py [--write | NAME ...]`` (NAME: only the families
+whose name contains it). Every family of
+``tests/attention/model_families.py`` x every implementation: ``check_model`` with the registry
+off, then packed vs alone where it accepts (see that module). Prints each cell with its
+differences and the seconds it took; ``--write`` also regenerates
+``energon_pack/attention/verified.json`` (the registry of exact cells) and the table in
+``docs/howto/kernels.md``, which ``test_model_families.py`` checks against the matrix.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "attention"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "attention"))
 
-from model_families import FAMILIES, IMPLEMENTATIONS, build_model, max_difference, packed_batch  # noqa: E402  # noqa: E402
-from torch.nn.attention.flex_attention import flex_attention  # noqa: E402
-from transformers.integrations import flex_attention as hf_flex  # noqa: E402
+from model_families import (  # noqa: E402
+    FAMILIES,
+    IMPLEMENTATIONS,
+    Cell,
+    markdown_table,
+    registry,
+    run_cell,
+)
 
-from energon_pack.attention import PackingNotExactError  # noqa: E402
+from energon_pack.attention import _verify  # noqa: E402
+
+REGISTRY = ROOT / "energon_pack" / "attention" / "verified.json"
+DOC = ROOT / "docs" / "howto" / "kernels.md"
+BEGIN, END = "<!-- matrix:begin -->\n", "<!-- matrix:end -->\n"
 
 
-def _cell(family, impl: str) -> str:
-    if not family.supports(impl):
-        return "n/a"
-    model = build_model(family, impl)
-    batch, docs = packed_batch()
-    try:
-        logits, loss = max_difference(model, impl, batch, docs)
-    except PackingNotExactError as err:
-        return f"raises: {err.feature}"
-    word = "exact" if max(logits, loss) <= 1e-5 else "DIFFERS"
-    return f"{word} ({logits:.0e})"
+def replace_table(text: str, table: str) -> str:
+    """``text`` with the part between the matrix markers replaced by ``table``."""
+    head, rest = text.split(BEGIN)
+    return head + BEGIN + table + END + rest.split(END)[1]
 
 
 def main() -> None:
     warnings.filterwarnings("ignore")
-    wrapper = hf_flex.WrappedFlexAttention
-    wrapper._is_flex_compiled = True
-    wrapper._compiled_flex_attention = staticmethod(flex_attention)
-    wrapper.training = False
-    print("| model (tiny, 2 layers) | " + " | ".join(IMPLEMENTATIONS) + " |")
-    print("|---|" + "---|" * len(IMPLEMENTATIONS))
+    _verify._verified = lambda: {}  # noqa: SLF001 - the matrix proves, it does not look up
+    cells, counts = {}, {}
+    names = [a for a in sys.argv[1:] if not a.startswith("--")]
     for family in FAMILIES:
-        cells = [_cell(family, impl) for impl in IMPLEMENTATIONS]
-        print(f"| {family.name} | " + " | ".join(cells) + " |", flush=True)
+        if names and not any(n in family.name for n in names):
+            continue
+        for impl in IMPLEMENTATIONS:
+            start = time.perf_counter()
+            try:
+                cell = cells[family.name, impl] = run_cell(family, impl)
+            except Exception as err:  # noqa: BLE001 - a crash is a cell outcome here
+                cell = cells[family.name, impl] = Cell("crashes", repr(err)[:200])
+            counts[impl, cell.outcome] = counts.get((impl, cell.outcome), 0) + 1
+            took = time.perf_counter() - start
+            print(f"{family.name:32s} {impl:18s} {cell.outcome:8s} {took:5.2f}s {cell.detail}")
+    for impl in IMPLEMENTATIONS:
+        print(impl, {o: n for (i, o), n in sorted(counts.items()) if i == impl})
+    if "--write" in sys.argv:
+        REGISTRY.write_text(json.dumps(registry(cells), indent=1) + "\n")
+        DOC.write_text(replace_table(DOC.read_text(), markdown_table(cells)))
 
 
 if __name__ == "__main__":

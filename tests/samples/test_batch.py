@@ -112,19 +112,19 @@ def test_fast_paths_agree_with_dense_reference(seed: int) -> None:
 
 def test_hf_kwargs_per_implementation() -> None:
     b = collate_packs([pack_documents([doc("a", 3), doc("b", 2)])], pad_to=8)
-    sdpa = b.hf_kwargs("sdpa")
+    sdpa = b.hf_kwargs("sdpa", config=None)
     assert sdpa["attention_mask"].dtype == torch.bool
     assert torch.equal(sdpa["attention_mask"], dense_block_causal_mask([[3, 5]], 8))
-    eager = b.hf_kwargs("eager")
+    eager = b.hf_kwargs("eager", config=None)
     assert eager["attention_mask"].dtype == torch.float32
     assert torch.equal(eager["attention_mask"] == 0, sdpa["attention_mask"])
-    flash = b.hf_kwargs("flash_attention_2")
+    flash = b.hf_kwargs("flash_attention_2", config=None)
     assert "attention_mask" not in flash
     assert flash["cu_seq_lens_q"].tolist() == flash["cu_seq_lens_k"].tolist() == [0, 3, 8]
     assert flash["max_length_q"] == flash["max_length_k"] == 5
-    assert b.hf_kwargs("flex_attention")["attention_mask"].shape == (1, 1, 8, 8)
+    assert b.hf_kwargs("flex_attention", config=None)["attention_mask"].shape == (1, 1, 8, 8)
     with pytest.raises(ValueError, match="attn_implementation"):
-        b.hf_kwargs("bogus")
+        b.hf_kwargs("bogus", config=None)
 
 
 def test_captioning_batch_spans_in_flattened_coordinates() -> None:
@@ -149,7 +149,7 @@ def test_captioning_batch_spans_in_flattened_coordinates() -> None:
     # row 0: text 0, image at 1 (temporal 1, height/width 1..2); tail padding continues after
     # the row's largest position over the three rows (2): 3, 4, 5
     assert b.mrope_position_ids[0, 0].tolist() == [0, 1, 1, 1, 1, 3, 4, 5]
-    kw = b.hf_kwargs("sdpa")
+    kw = b.hf_kwargs("sdpa", config=None)
     assert kw["position_ids"].shape == (3, 2, 8) and kw["image_grid_thw"].shape == (2, 3)
 
 

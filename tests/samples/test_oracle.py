@@ -76,7 +76,7 @@ def models() -> dict:
 def test_packed_logits_equal_per_document_logits(models, case, impl: str) -> None:
     batch, docs = _batch_and_docs(case)
     with torch.no_grad():
-        logits = models[impl](**batch.hf_kwargs(impl)).logits
+        logits = models[impl](**batch.hf_kwargs(impl, config=models[impl])).logits
     _check_logits(logits, batch, docs, models["sdpa"])
 
 
@@ -85,7 +85,9 @@ def test_flex_attention_logits_equal_per_document_logits(models, case) -> None:
     # torch 2.13 runs FlexAttention on CPU unfused in eager mode, forward only (no backward)
     batch, docs = _batch_and_docs(case)
     with torch.no_grad():
-        logits = models["flex_attention"](**batch.hf_kwargs("flex_attention")).logits
+        logits = models["flex_attention"](
+            **batch.hf_kwargs("flex_attention", config=models["flex_attention"])
+        ).logits
     _check_logits(logits, batch, docs, models["sdpa"])
 
 
@@ -94,13 +96,13 @@ def test_hf_loss_equals_token_weighted_per_document_loss(models, case) -> None:
     batch, docs = _batch_and_docs(case)
     model = models["sdpa"]
     with torch.no_grad():
-        loss = model(**batch.hf_kwargs("sdpa")).loss
+        loss = model(**batch.hf_kwargs("sdpa", config=model)).loss
     sums = [document_loss(model, d.tokens, d.loss_mask) for row in docs for d in row]
     expected = sum(s for s, _ in sums) / sum(c for _, c in sums)
     assert abs(float(loss) - expected) < 1e-5
     # and our own aligned labels give the same number without HF's shift
     with torch.no_grad():
-        logits = model(**batch.hf_kwargs("sdpa", with_labels=False)).logits
+        logits = model(**batch.hf_kwargs("sdpa", config=model, with_labels=False)).logits
     ours = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.labels.flatten())
     assert abs(float(ours) - expected) < 1e-5
 
@@ -117,7 +119,7 @@ def test_random_packs_sdpa_oracle(models) -> None:
         rows.append(row or [40])
     batch, docs = _batch_and_docs((rows, 1, 40))
     with torch.no_grad():
-        logits = models["sdpa"](**batch.hf_kwargs("sdpa")).logits
+        logits = models["sdpa"](**batch.hf_kwargs("sdpa", config=models["sdpa"])).logits
     _check_logits(logits, batch, docs, models["sdpa"])
 
 
@@ -126,7 +128,7 @@ def test_backward_through_sdpa_packed_batch_is_finite(models) -> None:
     batch, _ = _batch_and_docs(CASES[0])
     model = models["sdpa"]
     model.zero_grad()
-    model(**batch.hf_kwargs("sdpa")).loss.backward()
+    model(**batch.hf_kwargs("sdpa", config=model)).loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
@@ -140,9 +142,9 @@ def test_flash_attention_2_equals_dense_reference() -> None:  # pragma: no cover
     fa_model = fa_model.to(torch.bfloat16)
     cuda = {
         k: v.cuda() if isinstance(v, torch.Tensor) else v
-        for k, v in batch.hf_kwargs("flash_attention_2").items()
+        for k, v in batch.hf_kwargs("flash_attention_2", config=fa_model).items()
     }
-    dense = {k: v.cuda() for k, v in batch.hf_kwargs("sdpa").items()}
+    dense = {k: v.cuda() for k, v in batch.hf_kwargs("sdpa", config=ref_model).items()}
     with torch.no_grad():
         out = fa_model(**cuda).logits.float()
         ref = ref_model(**dense).logits.float()

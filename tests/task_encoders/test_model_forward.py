@@ -72,7 +72,7 @@ def test_text_batch_loss_equals_documents_alone(
     batch = first_batch(path, enc)
     model = tiny_causal_lm(vocab_size=len(tokenizer))
     with torch.no_grad():
-        loss = model(**batch.hf_kwargs("sdpa")).loss
+        loss = model(**batch.hf_kwargs("sdpa", config=model)).loss
     assert torch.isfinite(loss)
     # Reference: every document alone (targets = labels != -100 in the pack).
     total, count = 0.0, 0
@@ -97,7 +97,7 @@ def test_captioning_batch_through_tiny_qwen2_vl(
     )
     batch = first_batch(captioning_dataset.path, enc)
     model = tiny_qwen2_vl(len(tokenizer), enc.image_token_id)
-    kwargs = batch.hf_kwargs("sdpa")
+    kwargs = batch.hf_kwargs("sdpa", config=model)
     assert kwargs["position_ids"].shape == (3, *batch.tokens.shape)
     out = model(**kwargs)
     assert torch.isfinite(out.loss)

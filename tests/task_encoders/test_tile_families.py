@@ -159,11 +159,11 @@ def test_packed_documents_equal_the_processor_alone(
         batch = collate_packs([pack], pad_to=pack.length + 3)
         image_id = processor.tokenizer.convert_tokens_to_ids(tag)  # media tokens: only these
         assert pack.num_media_tokens == int((pack.tokens == image_id).sum())
-        names = set(batch.hf_kwargs("sdpa"))
+        names = set(batch.hf_kwargs("sdpa", config=model))
         assert names >= {"input_ids", "position_ids"} and "image_grid_thw" not in names
         assert ("pixel_values" in names) == bool(len(pack.image_grid_thw))
         with torch.no_grad():
-            logits = model(**batch.hf_kwargs("sdpa", with_labels=False)).logits[0]
+            logits = model(**batch.hf_kwargs("sdpa", config=model, with_labels=False)).logits[0]
         start, row = 0, 0
         for key, n in zip(pack.sample_keys, pack.doc_lengths):
             turns, images = ref[key]
@@ -199,9 +199,15 @@ def test_packed_documents_equal_the_processor_alone(
     # all packs in one batch (B > 1): each row's logits are its pack's alone
     length = max(p.length for p in packs)
     with torch.no_grad():
-        rows = model(**collate_packs(packs, pad_to=length).hf_kwargs("sdpa", with_labels=False))
+        rows = model(
+            **collate_packs(packs, pad_to=length).hf_kwargs("sdpa", config=model, with_labels=False)
+        )
         for r, pack in enumerate(packs):
-            one = model(**collate_packs([pack], pad_to=length).hf_kwargs("sdpa", with_labels=False))
+            one = model(
+                **collate_packs([pack], pad_to=length).hf_kwargs(
+                    "sdpa", config=model, with_labels=False
+                )
+            )
             n = pack.length
             torch.testing.assert_close(rows.logits[r, :n], one.logits[0, :n], atol=1e-5, rtol=0)
 

@@ -98,7 +98,7 @@ def test_packed_equals_each_document_alone(family: str, vlm_tokenizer_dir, vlm_t
     batch = collate_packs([pack], pad_to=pack.length + 7)  # tail padding too
     model = tiny_vlm(family, len(vlm_tokenizer), ids)
     with torch.no_grad():
-        out = model(**batch.hf_kwargs("sdpa"))
+        out = model(**batch.hf_kwargs("sdpa", config=model))
     logits = out.logits[0]
     total, count, start = 0.0, 0, 0
     for doc in docs:

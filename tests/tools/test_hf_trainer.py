@@ -116,7 +116,7 @@ def test_step_loss_is_the_token_mean_over_the_micro_batches(
     sums, means = [], []
     with torch.no_grad():
         for b in first:
-            logits = model(**b.hf_kwargs("sdpa", with_labels=False)).logits
+            logits = model(**b.hf_kwargs("sdpa", config=model, with_labels=False)).logits
             ce = torch.nn.functional.cross_entropy(
                 logits.flatten(0, 1), b.labels.flatten(), ignore_index=-100, reduction="sum"
             )

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -186,6 +187,24 @@ def _hf_flash(meta: DocumentMetadata, *, mask_dtype: torch.dtype) -> dict[str, A
     }
 
 
+def _hf_flash_documents(meta: DocumentMetadata) -> dict[str, Any]:
+    """Varlen offsets with each slot's padding as a sequence of its own: a document that
+    attends both ways (``causal=False``) must not see the padding its slot holds. Slots
+    ``[3, 2 + 2 pads]`` -> ``cu_seq_lens = [0, 3, 5, 7]``."""
+    bounds = [0]
+    for real, slots in zip(meta.doc_lengths, meta.slot_lengths):
+        for n, slot in zip(real, slots):
+            bounds += [bounds[-1] + n] + ([bounds[-1] + slot] if slot > n else [])
+    cu = torch.tensor(bounds, dtype=torch.int32, device=meta.cu_seqlens_padded.device)
+    longest = max(b - a for a, b in itertools.pairwise(bounds))
+    return {
+        "cu_seq_lens_q": cu,
+        "cu_seq_lens_k": cu,
+        "max_length_q": longest,
+        "max_length_k": longest,
+    }
+
+
 def _model_positions(report: ModelReport, meta: DocumentMetadata, tokens: torch.Tensor) -> Any:
     """The positions the model gives each document alone: reset per slot, plus PaliGemma's
     offset 1, or RoBERTa's rule: non-pad tokens counted from ``padding_idx + 1``, pad tokens
@@ -215,6 +234,8 @@ def hf_model_kwargs(
     mask = hf_attention_mask(report, meta.seq_idx, blocks=blocks, mask_dtype=mask_dtype)
     kwargs = {"position_ids": _model_positions(report, meta, tokens)}
     if mask is None:  # flash: transformers applies each layer's window per document
+        if report.bidirectional == "document":
+            return {**kwargs, **_hf_flash_documents(meta)}
         return {**kwargs, **_hf_flash(meta, mask_dtype=mask_dtype)}
     return {**kwargs, "attention_mask": mask}
 

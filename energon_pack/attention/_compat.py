@@ -23,8 +23,8 @@ temperature tuning          ``floor_scale`` only in long rows
 ALiBi in Bloom / Falcon     the bias is built from a 2-D padding mask, so no document mask
                             can be given (a 4-D mask crashes ``build_alibi_tensor``)
 chunked + flash-attn        flash-attn has no chunked mode
-bidirectional + flash-attn  varlen flash-attn is causal or not per sequence: it cannot hold
-                            image / prefix blocks (encoders, Gemma 3, PaliGemma: use masks)
+image / prefix blocks +     varlen flash-attn is causal or not per whole sequence (Gemma 3
+flash-attn                  VLM, PaliGemma: use sdpa / eager / flex masks)
 no ``position_ids``         named when the experiment finds the model changed (Bart's decoder)
 ==========================  ================================================================
 
@@ -151,11 +151,11 @@ def _bidirectional(outer: Any, config: Any, impl: str) -> str | None:
             "model type",
             "train it unpacked, or verify it packed against each document alone",
         )
-    if impl in _FLASH_IMPLEMENTATIONS:
+    if impl in _FLASH_IMPLEMENTATIONS and kind != "document":
         raise PackingNotExactError(
             f"bidirectional attention ({kind}) with flash-attn",
-            "varlen flash-attn is causal or not per document and cannot keep the row's "
-            "padding out of a bidirectional document",
+            "varlen flash-attn is causal or not per whole sequence: it cannot let only the "
+            "image tokens or the prefix of a document attend both ways",
             "use sdpa, eager or flex_attention (their masks hold the bidirectional blocks)",
         )
     return kind

@@ -27,7 +27,9 @@ from energon_pack.attention import (
     check_model,
     document_causal_mask,
     document_metadata,
+    hf_kwargs,
 )
+from energon_pack.attention._flash_reference import emulated_flash
 from energon_pack.samples import EncodedSample, collate_packs, pack_documents
 
 IMPLS = ("sdpa", "eager", "flex_attention")
@@ -221,6 +223,14 @@ def test_gemma3_text_bidirectional(fast_flex, impl: str) -> None:
     assert _max_difference(model, impl, _docs(ROWS, _text_doc)) <= 1e-5
 
 
+_ENCODER = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    max_position_embeddings=64,
+)
 ENCODERS = [
     ("BertForMaskedLM", "BertConfig", {}),
     ("RobertaForMaskedLM", "RobertaConfig", {}),
@@ -243,15 +253,7 @@ COPIES = [
 def test_encoders_and_padding_idx_positions(
     fast_flex, impl: str, model_class: str, config_class: str, extra: dict
 ) -> None:
-    config = getattr(transformers, config_class)(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=64,
-        **extra,
-    )
+    config = getattr(transformers, config_class)(**_ENCODER, **extra)
     model = _model(model_class, config, impl)
     report = check_model(model, impl, pack_size=34)
     assert report.bidirectional == (None if extra else "document")
@@ -359,9 +361,10 @@ def test_refusals_name_the_mechanism() -> None:
     with pytest.raises(PackingNotExactError, match="single attention_mask.*at most 8 tokens"):
         check_model(windowed, "sdpa", pack_size=34)
     check_model(windowed, "eager", pack_size=WINDOW)  # the window never binds
-    bidirectional = _gemma3_text(use_bidirectional_attention=True)
-    with pytest.raises(PackingNotExactError, match="bidirectional attention.*flash-attn"):
-        check_model(bidirectional, "flash_attention_2", pack_size=34)
+    with pytest.raises(
+        PackingNotExactError, match=r"bidirectional attention \(prefix\) with flash"
+    ):
+        check_model(_paligemma(), "flash_attention_2", pack_size=34)
     gemma2 = transformers.Gemma2Config(**_SMALL, head_dim=8, use_bidirectional_attention=True)
     with pytest.raises(PackingNotExactError, match=r"bidirectional attention \(gemma2\)"):
         check_model(gemma2, "sdpa", pack_size=34)
@@ -373,3 +376,26 @@ def test_vlm_without_token_type_ids_is_an_error() -> None:
     batch = collate_packs([pack_documents(docs[0])])
     with pytest.raises(ValueError, match="need token_type_ids"):
         batch.hf_kwargs("sdpa", config=model.config)
+
+
+@pytest.mark.parametrize(
+    ("model_class", "config"),
+    [
+        ("Gemma3ForCausalLM", lambda: _gemma3_text(use_bidirectional_attention=True)),
+        ("BertForMaskedLM", lambda: transformers.BertConfig(**_ENCODER)),
+        ("RobertaForMaskedLM", lambda: transformers.RobertaConfig(**_ENCODER)),
+    ],
+)
+def test_whole_documents_through_the_flash_route(model_class: str, config) -> None:
+    # transformers' own flash route on CPU, a PyTorch reference in place of the kernel: each
+    # slot's padding is a varlen sequence of its own, so non-causal documents never see it
+    with emulated_flash("flash_attention_2", getattr(transformers, model_class)):
+        model = _model(model_class, config(), "flash_attention_2")
+        docs = _docs(ROWS, _text_doc)
+        assert _max_difference(model, "flash_attention_2", docs) <= 1e-5
+    meta = document_metadata([[3, 2], [1]], length=6, doc_lengths_padded=[[4, 2], [1]])
+    kwargs = hf_kwargs(
+        meta, torch.zeros(2, 6, dtype=torch.int64), None, "flash_attention_2", config=config()
+    )
+    assert kwargs["cu_seq_lens_q"].tolist() == [0, 3, 4, 6, 7, 12]
+    assert kwargs["max_length_q"] == 5

@@ -258,9 +258,19 @@ class Cell:
 
 
 def run_cell(family: Family, impl: str) -> Cell:
-    """Ask ``check_model`` (registry off), then measure what it accepted."""
+    """Ask ``check_model`` (registry off), then measure what it accepted (one thread: tiny
+    matrices, and CI runners oversubscribed by torch's default thread count)."""
     if not family.supports(impl):
         return Cell("n/a")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run_cell(family, impl)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_cell(family: Family, impl: str) -> Cell:
     with route(family, impl):
         try:
             if family.composite:

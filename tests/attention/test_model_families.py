@@ -83,8 +83,6 @@ REFUSED_CELLS = {
     ("moshi (unused sliding_window)", "flex_attention"): "MoshiForCausalLM with flex_attention",
     # "Attention sinks cannot be run on CPU with flex": the check runs on CPU
     ("gpt-oss (window 8)", "flex_attention"): "GptOssForCausalLM with flex_attention",
-    ("bert (is_decoder=False)", "flash_attention_2"): "bidirectional attention (document) with",
-    ("gemma3 text (bidirectional)", "flash_attention_2"): "bidirectional attention (document) with",
 }
 #: Its logits are exact, its loss is not: it does not shift labels as HF's causal LMs do.
 REFUSED_CELLS.update(

@@ -19,13 +19,13 @@ import io
 import json
 import random
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from PIL import Image
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 from vlm_helpers import png
 from vlm_models import (
     GEMMA3_TOKENS_PER_IMAGE,
@@ -34,6 +34,7 @@ from vlm_models import (
     tiny_gemma3,
 )
 
+from energon_pack.attention._verify import cpu_route
 from energon_pack.samples import collate_packs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
 from energon_pack.testing import assert_same_item, synthetic_texts
@@ -199,21 +200,12 @@ def test_packed_documents_equal_gemma3_processor_alone(
 
 
 @pytest.fixture
-def fast_flex(monkeypatch: pytest.MonkeyPatch) -> None:
+def fast_flex() -> Iterator[None]:
     """transformers' flex path and its own masks (each document alone) without torch.compile
-    (~50 s on CPU; the same result)."""
-    from transformers import masking_utils
-    from transformers.integrations import flex_attention as hf_flex
-
-    wrapper = hf_flex.WrappedFlexAttention
-    monkeypatch.setattr(wrapper, "_is_flex_compiled", True)
-    monkeypatch.setattr(wrapper, "_compiled_flex_attention", staticmethod(flex_attention))
-    monkeypatch.setattr(wrapper, "training", False, raising=False)
-    monkeypatch.setattr(
-        masking_utils,
-        "create_block_mask",
-        lambda *args, _compile=False, **kw: create_block_mask(*args, _compile=False, **kw),
-    )
+    (~50 s on CPU; the same result), as check_model's experiment runs them. It also drops
+    transformers' flex singleton, which keeps the compiled kernel of an earlier test."""
+    with cpu_route("flex_attention"):
+        yield
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")

@@ -123,6 +123,18 @@ def _digest(config: Any) -> str:
     return hashlib.sha1(config.to_json_string(use_diff=False).encode()).hexdigest()
 
 
+def unwrapped(model: Any) -> Any:
+    """The model inside DDP / DataParallel / FSDP (``.module``) and ``torch.compile``
+    (``._orig_mod``) wrappers, which have no ``config`` of their own."""
+    while True:
+        inner = getattr(model, "_orig_mod", None)  # forwards .config: look through it anyway
+        if inner is None and not hasattr(model, "config"):
+            inner = getattr(model, "module", None)
+        if inner is None:
+            return model
+        model = inner
+
+
 def check_model(
     model_or_config: Any,
     attn_implementation: str | None = None,
@@ -132,8 +144,9 @@ def check_model(
     """Whether packing is exact for this model and how; refuses before the first step.
 
     Args:
-        model_or_config: a transformers model (its class is checked) or its config (the
-            class transformers' auto mappings give it).
+        model_or_config: a transformers model (its class is checked; DDP / FSDP /
+            ``torch.compile`` wrappers are looked through) or its config (the class
+            transformers' auto mappings give it).
         attn_implementation: one of :data:`IMPLEMENTATIONS`; default: the config's own.
         pack_size: the longest row the model will see (rope scaling and temperature tuning
             are exact only below their limits).
@@ -141,6 +154,7 @@ def check_model(
     Returns a :class:`ModelReport` (``verified_by`` says how); raises
     :class:`PackingNotExactError` naming the mechanism, why and what to do.
     """
+    model_or_config = unwrapped(model_or_config)
     config = getattr(model_or_config, "config", model_or_config)
     impl = attn_implementation or getattr(config, "_attn_implementation", None) or "sdpa"
     if impl not in IMPLEMENTATIONS:

@@ -179,6 +179,18 @@ def test_a_mechanism_never_seen_is_measured_and_refused() -> None:
         check_model(transformers.MllamaTextConfig(), "sdpa")
 
 
+def test_wrapped_models_are_checked_as_the_model_inside() -> None:
+    # DDP / FSDP / DataParallel keep the model in .module, torch.compile in ._orig_mod; none
+    # has a config (examples/distributed_train.py passes its DDP model)
+    config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=2, vocab_size=300)
+    model = transformers.LlamaForCausalLM(config)
+    assert check_model(torch.nn.DataParallel(model), "sdpa") == check_model(model, "sdpa")
+    assert check_model(torch.compile(model), "sdpa") == check_model(model, "sdpa")
+    # the class inside is what is verified: a wrapped CumsumLlama is still refused
+    with pytest.raises(PackingNotExactError, match=r"CumsumLlama"):
+        check_model(torch.nn.DataParallel(CumsumLlama(config)), "sdpa")
+
+
 def test_a_7b_config_is_checked_on_a_tiny_copy_and_cached() -> None:
     # no 7B weights are built: the registry answers for Llama, a tiny copy for the rest
     report = check_model(transformers.LlamaConfig(), "sdpa", pack_size=4096)

@@ -2,7 +2,7 @@
 """energon-pack: sequence packing for megatron-energon.
 
 The public API is the names below; everything else lives in the layer packages
-(``energon_pack.algorithms``, ``.attention``, ``.samples``, ``.encoding``, ``.wrappers``,
+(``energon_pack.algorithms``, ``.attention``, ``.samples``, ``.encoding``, ``.energon``,
 ``.task_encoders``, ``.tools``, ``.testing``), whose implementation modules are private::
 
     from energon_pack import CarryOver, LLMPackingTaskEncoder
@@ -33,7 +33,8 @@ from energon_pack.algorithms import (
 
 if TYPE_CHECKING:
     from energon_pack.attention import PackingNotExactError, check_model
-    from energon_pack.encoding import PackingStats, SmallPackingBufferWarning, seeded_stateless
+    from energon_pack.encoding import PackingStats, SmallPackingBufferWarning
+    from energon_pack.energon import seeded_stateless
     from energon_pack.samples import EncodedSample, PackedTextBatch, PackedTextSample
     from energon_pack.task_encoders import (
         CaptioningPackingTaskEncoder,
@@ -53,7 +54,7 @@ _LAZY: dict[str, str] = {
     "PackingNotExactError": "energon_pack.attention",
     "PackingStats": "energon_pack.encoding",
     "SmallPackingBufferWarning": "energon_pack.encoding",
-    "seeded_stateless": "energon_pack.encoding",
+    "seeded_stateless": "energon_pack.energon",
     "EncodedSample": "energon_pack.samples",
     "PackedTextBatch": "energon_pack.samples",
     "PackedTextSample": "energon_pack.samples",

@@ -79,7 +79,7 @@ def test_energon_dependency_is_an_open_range() -> None:
 
 
 def test_carry_over_version_check_names_the_fix() -> None:
-    from energon_pack.wrappers import check_energon_version
+    from energon_pack.energon import check_energon_version
 
     with pytest.raises(RuntimeError) as info:
         check_energon_version("7.5.0")

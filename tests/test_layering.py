@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The package's folders are layers; every import (top-level or inside a function) points down.
 
-    algorithms <- attention <- samples <- encoding <- wrappers <- task_encoders <- tools <- cli
+    algorithms <- attention <- samples <- encoding <- energon <- task_encoders <- tools <- cli
     testing uses the product; no product module imports testing.
 
 Also: the pure layer imports neither torch nor megatron, ``attention`` does not import megatron,
@@ -25,7 +25,7 @@ LAYERS = [
     "attention",
     "samples",
     "encoding",
-    "wrappers",
+    "energon",
     "task_encoders",
     "tools",
     "cli",

@@ -12,11 +12,6 @@ from energon_pack.encoding._buffer_size import (
     small_buffer_message,
     warn_if_buffer_too_small,
 )
-from energon_pack.encoding._errors import (
-    FatalOverlongSampleError,
-    SkipCounter,
-    counting_skips,
-)
 from energon_pack.encoding._families import (
     Images,
     PatchGrids,
@@ -47,17 +42,7 @@ from energon_pack.encoding._overlong import (
     slice_document,
 )
 from energon_pack.encoding._pixels import FastPixels, PendingPixels, to_rgb
-from energon_pack.encoding._stateless import (
-    SeedSource,
-    current_seed_args,
-    seeded_stateless,
-)
-from energon_pack.encoding._stats import (
-    PackingStats,
-    logger,
-    rebuilding,
-    restoring_item,
-)
+from energon_pack.encoding._stats import PackingStats, logger
 from energon_pack.encoding._tokenization import (
     DocumentTokenizer,
     load_tokenizer,
@@ -73,12 +58,9 @@ __all__ = [
     "apply_overlong_policy",
     "check_mrope",
     "check_planned",
-    "counting_skips",
-    "current_seed_args",
     "DocumentTokenizer",
     "expand_placeholders",
     "FastPixels",
-    "FatalOverlongSampleError",
     "frame_timestamps",
     "header_size",
     "high_bit_depth_modes",
@@ -91,16 +73,11 @@ __all__ = [
     "MediaProcessor",
     "PackingStats",
     "PatchGrids",
-    "rebuilding",
     "PendingPixels",
     "PrefixImages",
     "ProcessedMedia",
     "resolve_light_media",
-    "restoring_item",
     "row_map",
-    "seeded_stateless",
-    "SeedSource",
-    "SkipCounter",
     "slice_document",
     "small_buffer_message",
     "SmallPackingBufferWarning",

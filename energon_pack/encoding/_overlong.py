@@ -15,8 +15,8 @@ With pack size 4 and a sample ``"k"`` of tokens ``[a b c d e f g h i]``:
 * ``DROP``: ``[]`` (counted in ``stats.dropped_overlong`` and logged);
 * ``ERROR``: :class:`OverlongSampleError` naming ``"k"``, its length, the pack size and the
   other policies. Raised inside ``encode_sample`` it reaches energon's error handler, where the
-  packing encoders' :class:`~energon_pack.encoding.SkipCounter` turns it into
-  :class:`~energon_pack.encoding.FatalOverlongSampleError`: the run stops at the first
+  packing encoders' :class:`~energon_pack.energon.counting_skips` turns it into
+  :class:`~energon_pack.energon.FatalOverlongSampleError`: the run stops at the first
   over-long sample, at any number of workers.
 
 Nothing is kept that would train on nothing: when the loss mask leaves no target in what is

@@ -15,7 +15,7 @@ neither does the re-encoding a restore does to refill buffers (see :func:`rebuil
 
 Samples that energon's error handler skips (a corrupt image, invalid UTF-8, an exception in
 ``encode_document``) are counted too (``skipped``, with key and reason in ``skipped_samples``):
-the packing task encoders put :class:`~energon_pack.encoding.SkipCounter` in front of the
+the packing task encoders put :class:`~energon_pack.energon.counting_skips` in front of the
 loader's error handler.
 
 Worked example, pack size 8, two packs holding documents of lengths ``[5, 3]`` and ``[4]``::
@@ -28,19 +28,16 @@ Worked example, pack size 8, two packs holding documents of lengths ``[5, 3]`` a
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from megatron.energon import WorkerConfig
-
 from energon_pack.samples import PackingCounts
 
-__all__ = ["PackingStats", "logger", "rebuilding", "restoring_item"]
+__all__ = ["PackingStats", "logger"]
 
 #: The logger the encoders report to (drops, truncations, periodic summaries).
 logger = logging.getLogger("energon_pack.stats")
@@ -221,30 +218,3 @@ def _counter(name: str) -> property:
 
 for _name in _COUNTERS:
     setattr(PackingStats, _name, _counter(_name))
-
-
-def restoring_item() -> bool:
-    """Whether energon is rebuilding an item with ``restore_sample``, or re-encoding buffered
-    samples after a restore (:func:`rebuilding`), right now.
-
-    energon 7.4.1 activates the worker config with an ``override_global_rank`` only there (the
-    loader's ``restore_sample``); the encoders then count nothing, since the item was counted
-    when it was first made.
-    """
-    override = getattr(WorkerConfig, "_worker_override_global_rank", None) is not None
-    return override or _rebuilding > 0
-
-
-_rebuilding = 0
-
-
-@contextlib.contextmanager
-def rebuilding() -> Iterator[None]:
-    """Mark re-encoding of samples that were already counted (energon refilling buffers after a
-    restore): :func:`restoring_item` is True inside, so the encoders count nothing."""
-    global _rebuilding
-    _rebuilding += 1
-    try:
-        yield
-    finally:
-        _rebuilding -= 1

@@ -3,7 +3,7 @@
 
 A task needs one method, :meth:`PackingTaskEncoder.encode_document` (one sample in, one
 :class:`~energon_pack.samples.EncodedSample` or an iterable of them out). The base class owns
-the rest of energon's packing hooks and follows the rules packing needs on energon 7.4.1:
+the rest of energon's packing hooks and follows the rules packing needs on energon:
 
 1. ``encode_sample`` (a seeded, stateless generator): calls ``encode_document``, drops empty
    documents (counted) and applies the over-long policy, so lengths are measured here, once.
@@ -28,14 +28,9 @@ The module is over 300 lines because it holds energon's whole packing hook set i
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import math
-import os
-import re
-import sys
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -45,14 +40,24 @@ from megatron.energon.task_encoder.base import get_failure_tolerance, get_statel
 from energon_pack.algorithms import MediaLoad, PackingSpec, pack_lengths
 from energon_pack.encoding import (
     PackingStats,
-    SeedSource,
     apply_overlong_policy,
-    counting_skips,
     logger,
     resolve_light_media,
+    warn_if_buffer_too_small,
+)
+from energon_pack.energon import (
+    EncodeMapDataset,
+    ResumeClock,
+    ResumeGuard,
+    SeedSource,
+    SourceEndGuard,
+    build_carry_over_dataset,
+    build_postencode_packing_dataset,
+    counting_skips,
+    fingerprint,
     restoring_item,
     seeded_stateless,
-    warn_if_buffer_too_small,
+    without_shard_print,
 )
 from energon_pack.samples import EncodedSample, PackedTextBatch, PackedTextSample, PackingCounts
 
@@ -152,7 +157,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     def encode_sample(self, sample: T_sample) -> Generator[EncodedSample, None, None]:
         """Encode, drop empty documents, apply the over-long policy (yields 0..n documents).
 
-        Seeded from the input sample's restore key, not energon's sample index: energon 7.4.1
+        Seeded from the input sample's restore key, not energon's sample index: energon
         resumes an interrupted generator under the wrong index (see ``SeedSource``). Under
         ``overlong="error"`` an over-long sample stops the loader (``FatalOverlongSampleError``).
         """
@@ -193,7 +198,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
         energon runs it after selection, before ``pack_selected_samples``; it is seeded from the
         member's restore key, so augmentations drawn there reproduce on resume and
-        ``restore_sample`` (see :mod:`energon_pack.wrappers` for the energon 7.4.1 fix).
+        ``restore_sample`` (see :mod:`energon_pack.energon` for the fix).
         """
         return self.materialize_for_pack(doc)
 
@@ -293,24 +298,22 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
     def build_train_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
         """energon's, with every stage's error handler counting skipped samples, and the
-        wrappers of :mod:`energon_pack.wrappers._resume` for exact resume.
+        wrappers of :mod:`energon_pack.energon` for exact resume.
 
-        See :class:`~energon_pack.encoding.SkipCounter`: skipped samples are counted in
+        See :class:`~energon_pack.energon.counting_skips`: skipped samples are counted in
         ``stats.skipped`` (and the items' ``counts``), and ``overlong="error"`` stops the run.
         """
-        with counting_skips(self, worker_config), _without_shard_print():
+        with counting_skips(self, worker_config), without_shard_print():
             return self._resumable(super().build_train_datasets, worker_config, kwargs)
 
     def build_val_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
         """energon's, with the error handler and wrappers of :meth:`build_train_datasets`."""
-        with counting_skips(self, worker_config), _without_shard_print():
+        with counting_skips(self, worker_config), without_shard_print():
             return self._resumable(super().build_val_datasets, worker_config, kwargs)
 
     def _resumable(self, build: Any, worker_config: Any, kwargs: dict[str, Any]) -> Any:
         """``build(...)`` between a :class:`ResumeGuard` and a :class:`SourceEndGuard` per reader
         (inserted by :meth:`_load_dataset`), with the configuration's fingerprint."""
-        from energon_pack.wrappers import ResumeClock, ResumeGuard, fingerprint
-
         self._resume_clock = ResumeClock()
         dataset = build(worker_config=worker_config, **kwargs)
         config_print = fingerprint(
@@ -331,9 +334,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         )
 
     def _load_dataset(self, dataset: Any, worker_rotation_offset: int, worker_config: Any) -> Any:
-        """energon's reader (energon 7.4 internal hook), under a :class:`SourceEndGuard`."""
-        from energon_pack.wrappers import ResumeClock, SourceEndGuard
-
+        """energon's reader (an energon internal hook), under a :class:`SourceEndGuard`."""
         inner = super()._load_dataset(dataset, worker_rotation_offset, worker_config)
         clock = getattr(self, "_resume_clock", None) or ResumeClock()
         return SourceEndGuard(inner, clock=clock, worker_config=worker_config)
@@ -341,8 +342,6 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     def build_encode_sample(self, dataset: Any, *, worker_config: Any) -> Any:
         """energon's ``MapDataset(encode_sample)`` as an :class:`EncodeMapDataset` (same keys
         as the uninterrupted run after a resume, re-encoding at restore not counted)."""
-        from energon_pack.wrappers import EncodeMapDataset
-
         if self._is_overridden(self.preencode_sample):  # energon's pre-/post-encode split
             return super().build_encode_sample(dataset, worker_config=worker_config)
         encode = self.encode_sample
@@ -381,8 +380,6 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
             # The stock path checks the buffer in select_samples_to_pack (carry-over: its dataset).
             self._stock_buffer_size = packing_buffer_size
             if self.light_media:  # members materialized after selection, restorable
-                from energon_pack.wrappers import build_postencode_packing_dataset
-
                 dataset = build_postencode_packing_dataset(
                     self,
                     dataset,
@@ -392,17 +389,13 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
                 )
                 packing_buffer_size = None
         elif packing_buffer_size is not None:
-            from energon_pack.wrappers import build_packing_dataset
-
-            dataset = build_packing_dataset(
+            dataset = build_carry_over_dataset(
                 self,
                 dataset,
                 packing_buffer_size=packing_buffer_size,
                 worker_config=worker_config,
-                carry_over=self.config.carry_over,
-                pack_size=self.config.pack_size,
-                sample_length=self.packed_length,
                 spec=self.config,
+                sample_length=self.packed_length,
                 # light: emitted members are materialized; carried ones stay planned
                 sample_encoder=self.postencode_document if self.light_media else None,
             )
@@ -425,23 +418,3 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     def log_stats(self) -> None:
         """Log this process's stats summary now (INFO on ``energon_pack.stats``)."""
         logger.info("energon_pack stats (%s): %s", type(self).__name__, self.stats.summary())
-
-
-@contextlib.contextmanager
-def _without_shard_print() -> Iterator[None]:
-    """Drop energon's ``rank=0, worker=0: sample_range=...`` lines from stdout while it builds
-    datasets: for webdatasets energon prints them only with ``ENERGON_DEBUG_SHARD_PRINT=1``, for
-    JSONL datasets always (energon 7.4.1). Everything else printed there is passed on."""
-    if os.environ.get("ENERGON_DEBUG_SHARD_PRINT") == "1":
-        yield
-        return
-    buffer = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(buffer):
-            yield
-    finally:
-        lines = buffer.getvalue().splitlines(keepends=True)
-        sys.stdout.write("".join(x for x in lines if not _SHARD_PRINT.match(x)))
-
-
-_SHARD_PRINT = re.compile(r"rank=\d+, worker=\d+: sample_range=")

@@ -24,11 +24,11 @@ import torch
 
 from energon_pack.algorithms import ALGORITHMS, CarryOver, PackingSpec, simulate_packs
 from energon_pack.encoding import SmallPackingBufferWarning
+from energon_pack.energon import check_energon_version
 from energon_pack.samples import PackedTextSample
 from energon_pack.task_encoders import LLMPackingTaskEncoder
 from energon_pack.testing import LengthTextEncoder, make_tokenizer, synthetic_texts
 from energon_pack.tools import make_loader, make_text_dataset, sample_key
-from energon_pack.wrappers import check_energon_version
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -88,7 +88,7 @@ def fill(packs: list[PackedTextSample]) -> float:
 
 
 def test_worked_trace_from_the_module_docstring(tmp_path: Path) -> None:
-    # Lengths a..h = 4 3 2 5 6 3 1 2, pack 10, buffer 2 (the wrappers/_carry_over.py trace):
+    # Lengths a..h = 4 3 2 5 6 3 1 2, pack 10, buffer 2 (the docs/concepts/packing.md trace):
     # [d a] and [e b] at 9/10, then [f c h g] when c reaches max_age; stock: 4 packs of 2.
     path = make_text_dataset(tmp_path / "ds", [str(n) for n in (4, 3, 2, 5, 6, 3, 1, 2)])
     a, b, c, d, e, f, g, h = (sample_key(i) for i in range(8))

@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from energon_pack.algorithms import OverlongSampleError
 from energon_pack.cli import main
-from energon_pack.encoding import FatalOverlongSampleError, PackingStats
+from energon_pack.encoding import PackingStats
+from energon_pack.energon import FatalOverlongSampleError
 from energon_pack.samples import PackingCounts
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder
 from energon_pack.testing import (

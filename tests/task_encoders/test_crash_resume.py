@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from energon_pack.algorithms import CarryOver
+from energon_pack.energon import ResumeConfigError
 from energon_pack.samples import PackingCounts
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder
 from energon_pack.testing import LengthTextEncoder, assert_same_item, member_keys
 from energon_pack.tools import make_loader, make_text_dataset
-from energon_pack.wrappers import ResumeConfigError
 
 BENCHMARK = Path(__file__).parents[1] / "benchmarks" / "crash_resume.py"
 

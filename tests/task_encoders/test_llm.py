@@ -11,7 +11,8 @@ import torch
 from megatron.energon import stateless
 
 from energon_pack.algorithms import ALGORITHMS, CarryOver, OverlongPolicy
-from energon_pack.encoding import FatalOverlongSampleError, SmallPackingBufferWarning
+from energon_pack.encoding import SmallPackingBufferWarning
+from energon_pack.energon import FatalOverlongSampleError
 from energon_pack.task_encoders import LLMPackingTaskEncoder, PackingConfig, cook_text
 from energon_pack.testing import assert_each_sample_once
 from energon_pack.tools import make_loader

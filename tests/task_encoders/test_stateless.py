@@ -12,7 +12,8 @@ from megatron.energon import WorkerConfig, stateless
 from megatron.energon.rng import SystemRng
 from megatron.energon.task_encoder.base import get_failure_tolerance, get_stateless
 
-from energon_pack.encoding import current_seed_args, seeded_stateless
+from energon_pack.energon import seeded_stateless
+from energon_pack.energon._stateless import current_seed_args
 
 
 def draws() -> tuple[float, float, float]:

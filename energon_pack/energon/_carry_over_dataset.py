@@ -1,45 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Carry-over packing: under-filled packs go back into energon's reading buffer.
+"""Carry-over packing: energon's ``PackingDataset`` whose under-filled packs go back to the buffer.
 
-Stock energon (7.4) packs every reading buffer on its own: whatever the packer returns is
-emitted, so the last packs of every buffer are half empty, and a buffer whose samples total less
-than a pack never fills one. :class:`CarryOverPackingDataset` is energon's ``PackingDataset``
-with one step changed: each ``select_samples_to_pack`` call packs the *carried* samples together
-with the buffer's new ones, and the pure planner :func:`energon_pack.algorithms.plan_carry_over`
-(the same code as ``energon-pack simulate --carry-over``) decides which groups to emit and which
-samples to carry again. Carried samples live in a buffer of their own, ``_carry_buffer``, that
-does not count against ``packing_buffer_size`` (energon's reading buffer refills to a full
-buffer of new samples every time); it is bounded in tokens by ``CarryOver.max_carry_packs``.
-Worked trace (the planner's, through the loader; tests/task_encoders/test_carry_over.py), pack
-size 10, buffer 2, first-fit-decreasing, ``CarryOver(min_fill=0.9, max_carry_packs=1,
-max_age=2)``, samples ``a..h`` of lengths ``4 3 2 5 6 3 1 2``::
-
-    select 1: carried []     buffer [a b]   -> nothing emitted; carry a, b     (ages 1 1)
-    select 2: carried [a b]  buffer [c d]   -> emit [d a] 9/10; carry b, c     (ages 2 1)
-    select 3: carried [b c]  buffer [e f]   -> emit [e b] 9/10; carry c, f     (ages 2 1)
-    select 4: carried [c f]  buffer [g h]   -> emit [f c h g] (c reached max_age)
-
-What makes the carry exact across save/restore: ``_carry_buffer`` is an energon
-``SavableSampleBuffer`` (saved as restore keys, re-read and re-encoded on restore, like any
-buffered sample), and the ages are one more savable field, ``_carry_ages``. Pack restore keys
-stay energon's own, so ``loader.restore_sample`` needs nothing new. When the source is exhausted
-(``repeat=False``) the carried samples join the last partial buffer and everything is emitted,
-so no sample is lost. A select may emit nothing (a partial pack still growing), at most
-``max_age`` times in a row, below energon's retry limit for empty selections (checked here).
-
-The wrapper reaches into two internals of energon's ``PackingDataset`` (``_fill_reading_buffer``
-and ``_reading_buffer``); it refuses to run on energon versions it was not verified against
-(:data:`VERIFIED_ENERGON_VERSIONS`).
-
-The module is a little over 300 lines because the carry-over dataset, its savable buffer and
-the energon version check belong together: the state is saved inside energon's.
+Each ``select_samples_to_pack`` call packs the carried samples with the buffer's new ones, and
+:func:`energon_pack.algorithms.plan_carry_over` (the planner ``simulate --carry-over`` runs)
+decides what to emit and what to carry again. The carried samples and their ages are savable
+fields, so the carry survives save/restore; pack restore keys stay energon's. The worked trace
+is in docs/concepts/packing.md; energon internals used: ``_fill_reading_buffer`` and
+``_reading_buffer`` (hence :func:`~energon_pack.energon.check_energon_version`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from megatron.energon.flavors.base_dataset import SavableDataset
 from megatron.energon.task_encoder.base import TaskEncoder
@@ -47,77 +21,16 @@ from megatron.energon.worker import WorkerConfig
 from megatron.energon.wrappers.buffer import SavableSampleBuffer
 from megatron.energon.wrappers.packing_dataset import PackingDataset
 
-from energon_pack.algorithms import (
-    CarryOver,
-    CarryOverPlan,
-    MediaLoad,
-    PackingSpec,
-    plan_carry_over,
-)
+from energon_pack.algorithms import MediaLoad, PackingSpec, plan_carry_over
 from energon_pack.encoding import warn_if_buffer_too_small
-from energon_pack.wrappers._postencode import (
+from energon_pack.energon._postencode_dataset import (
     PostencodePackingDataset,
     packer_arguments,
     postencoder_arguments,
 )
+from energon_pack.energon._version import check_energon_version
 
-__all__ = [
-    "VERIFIED_ENERGON_VERSIONS",
-    "CarryOverPackingDataset",
-    "CarryOverPlanner",
-    "build_packing_dataset",
-    "check_energon_version",
-]
-
-#: megatron-energon ``major.minor`` series the wrapper was verified against (state layout,
-#: ``PackingDataset`` internals, restore keys).
-VERIFIED_ENERGON_VERSIONS: tuple[str, ...] = ("7.4",)
-
-
-class CarryOverPlanner(Protocol):
-    """The planning step, :func:`energon_pack.algorithms.plan_carry_over` by default.
-
-    Gets the buffer's lengths, each sample's age (selections it has already been carried
-    through), the pack size, the groups chosen by the packing algorithm (indices), the config
-    and ``final`` (end of data: emit everything); returns a :class:`CarryOverPlan`. When the
-    packing spec limits packs besides tokens (``max_samples_per_pack``, media budgets), it also
-    gets ``spec`` and ``media`` (each pool sample's :class:`~energon_pack.algorithms.MediaLoad`,
-    or None) and must keep the emitted groups within them.
-    """
-
-    def __call__(
-        self,
-        lengths: Sequence[int],
-        ages: Sequence[int],
-        capacity: int,
-        groups: list[list[int]],
-        config: CarryOver,
-        *,
-        final: bool = False,
-        spec: PackingSpec | None = None,
-        media: MediaLoad | None = None,
-    ) -> CarryOverPlan: ...
-
-
-def check_energon_version(version: str | None = None) -> str:
-    """Return the installed megatron-energon version; raise RuntimeError if it is not verified.
-
-    ``version`` overrides the installed version (for tests).
-    """
-    if version is None:
-        import megatron.energon
-
-        version = str(getattr(megatron.energon, "__version__", "unknown"))
-    if not any(version == v or version.startswith(v + ".") for v in VERIFIED_ENERGON_VERSIONS):
-        verified = ", ".join(f"{v}.x" for v in VERIFIED_ENERGON_VERSIONS)
-        raise RuntimeError(
-            f"Carry-over packing relies on megatron-energon internals (PackingDataset's reading "
-            f"buffer and state layout) and was verified only with megatron-energon {verified}; "
-            f"the installed version is {version!r}. Install a verified version "
-            f"(pip install 'megatron-energon>=7.4.1,<7.5') or disable carry-over "
-            f"(carry_over=None on the task encoder)."
-        )
-    return version
+__all__ = ["CarryOverPackingDataset", "build_carry_over_dataset"]
 
 
 class CarryOverPackingDataset(PostencodePackingDataset):
@@ -126,16 +39,13 @@ class CarryOverPackingDataset(PostencodePackingDataset):
     With a ``sample_encoder`` (light media buffers: ``postencode_document``) energon runs it on
     the members of emitted packs only; carried samples stay as selected (planned, no pixels) in
     ``_carry_buffer`` and in the saved state, and ``restore_sample`` is
-    :class:`~energon_pack.wrappers.PostencodePackingDataset`'s.
+    :class:`PostencodePackingDataset`'s.
 
     Args (besides ``PackingDataset``'s):
         sample_length: Token length of one encoded sample (what the planner measures fill by).
-        pack_size: Pack capacity in tokens.
-        carry_over: The policy (fill threshold, carried share, maximum age).
-        planner: The planning function; default :func:`energon_pack.algorithms.plan_carry_over`.
-        spec: The packing spec, when it limits packs besides tokens (``max_samples_per_pack``,
-            media budgets): the planner keeps those limits, measuring media by each sample's
-            ``media_load`` (:class:`~energon_pack.samples.EncodedSample`).
+        spec: The packing spec: its ``pack_size``, its ``carry_over`` policy (required) and, when
+            set, its other limits (``max_samples_per_pack``, media budgets, measured by each
+            sample's ``media_load``), which the planner keeps.
     """
 
     #: The carried samples (outside energon's reading buffer and its sample count).
@@ -161,22 +71,19 @@ class CarryOverPackingDataset(PostencodePackingDataset):
         final_packer: Callable[[list[Any]], Any],
         *,
         sample_length: Callable[[Any], int],
-        pack_size: int,
-        carry_over: CarryOver,
-        planner: CarryOverPlanner | None = None,
-        spec: PackingSpec | None = None,
+        spec: PackingSpec,
         worker_config: WorkerConfig,
         **kwargs: Any,
     ) -> None:
         check_energon_version()
-        if pack_size < 1:
-            raise ValueError(f"pack_size={pack_size} must be a positive number of tokens.")
+        if spec.carry_over is None:
+            raise ValueError("CarryOverPackingDataset needs spec.carry_over (a CarryOver policy).")
+        carry_over = spec.carry_over
         self._select = pre_packer
         self._sample_length = sample_length
-        self.pack_size = pack_size
+        self.pack_size = spec.pack_size
         self.carry_over = carry_over
-        self._planner: CarryOverPlanner = planner if planner is not None else plan_carry_over
-        limited = spec is not None and (spec.has_media_budgets or spec.max_samples_per_pack)
+        limited = spec.has_media_budgets or spec.max_samples_per_pack
         #: The spec the planner keeps (None: tokens only, the planner gets no spec).
         self._spec = spec if limited else None
         self._warned_small_buffer = False
@@ -254,7 +161,7 @@ class CarryOverPackingDataset(PostencodePackingDataset):
         if self._spec is not None:
             media = MediaLoad.of(s.media_load for s in pool) if self._spec.uses_media else None
             limits = {"spec": self._spec, "media": media}
-        plan = self._planner(
+        plan = plan_carry_over(
             lengths, ages, self.pack_size, index_groups, self.carry_over, final=final, **limits
         )
         carry = [int(i) for i in plan.carry]
@@ -262,7 +169,7 @@ class CarryOverPackingDataset(PostencodePackingDataset):
         placed = sorted([i for group in plan.emit for i in group] + carry)
         if placed != list(range(len(pool))) or len(new_ages) != len(carry):
             raise RuntimeError(
-                f"The carry-over planner {self._planner!r} did not place every sample exactly "
+                f"The carry-over planner did not place every sample exactly "
                 f"once (emit={plan.emit}, carry={carry}, ages={new_ages}); this is its bug."
             )
         self._carry_buffer.extend([pool[i] for i in carry])
@@ -289,7 +196,7 @@ class CarryOverPackingDataset(PostencodePackingDataset):
         config["pre_packer"] = self._function_config(self._select)
         config["pack_size"] = self.pack_size
         config["carry_over"] = dataclasses.asdict(self.carry_over)
-        config["planner"] = self._function_config(self._planner)
+        config["planner"] = self._function_config(plan_carry_over)
         return config
 
     def __str__(self) -> str:
@@ -300,17 +207,14 @@ class CarryOverPackingDataset(PostencodePackingDataset):
         )
 
 
-def build_packing_dataset(
+def build_carry_over_dataset(
     task_encoder: TaskEncoder[Any, Any, Any, Any],
     dataset: SavableDataset[Any],
     *,
     packing_buffer_size: int,
     worker_config: WorkerConfig,
-    carry_over: CarryOver,
-    pack_size: int,
+    spec: PackingSpec,
     sample_length: Callable[[Any], int],
-    planner: CarryOverPlanner | None = None,
-    spec: PackingSpec | None = None,
     sample_encoder: Callable[[Any], Any] | None = None,
 ) -> CarryOverPackingDataset:
     """What energon's ``TaskEncoder.build_batch`` does for packing, with carry-over.
@@ -322,7 +226,7 @@ def build_packing_dataset(
 
     Raises:
         ValueError: the task encoder overrides ``postencode_sample`` (energon would apply it a
-            second time, to the packs, and 7.4.1 cannot ``restore_sample`` such packs anyway).
+            second time, to the packs, and cannot ``restore_sample`` such packs anyway).
     """
     if task_encoder._is_overridden(task_encoder.postencode_sample):
         raise ValueError(
@@ -334,9 +238,6 @@ def build_packing_dataset(
         dataset,
         buffer_size=packing_buffer_size,
         sample_length=sample_length,
-        pack_size=pack_size,
-        carry_over=carry_over,
-        planner=planner,
         spec=spec,
         worker_config=worker_config,
         **(

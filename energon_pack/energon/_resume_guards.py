@@ -1,45 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Exact resume on energon 7.4.1: nothing replayed at the end of an epoch, the same restore keys,
-counts not doubled, and a changed configuration refused.
+"""Exact resume: nothing replayed at the end of an epoch, the same restore keys, counts not doubled,
+and a changed configuration refused.
 
-The packing task encoders put three small wrappers into the loader energon builds:
-
-``ResumeGuard(... SourceEndGuard(reader) ... EncodeMapDataset(encode_sample) ... packing ...)``
-
-1. **End of data** (energon bug 5). A reader that reaches the end of its share resets its
-   state to "new epoch" (``WebdatasetSampleLoaderDataset._slices_iter``; ``BlendDataset`` and a
-   finite ``RepeatDataset`` too). The shuffle, packing and carry-over buffers above it still
-   hold samples, a save there keeps the reset reader, and the restore reads the share again:
-   with ``repeat=False`` those samples are trained twice, at 0 workers too.
-   :class:`SourceEndGuard`, right above each reader, saves ``ended``; restored so, it yields
-   nothing for the rest of that loader epoch (:class:`ResumeGuard` counts epochs on a shared
-   :class:`ResumeClock`)::
-
-       run:      ... | reader ends: ended | pack P (save) | pack Q | end of epoch
-       restore:  the reader yields nothing | the buffers hold Q's samples: pack Q | end
-       energon:  the reader reads its share again: P's and Q's samples trained twice
-
-   A state saved after a loop over the loader ended restores to that end (the first loop after
-   the restore is empty, the next one is a new epoch). energon also restarts a worker's dataset
-   when the items it skips to reach a restored position (from an older checkpoint) run to the
-   end of the share: :class:`ResumeGuard` sees a pass whose every item was skipped (energon
-   prefixes the restore key of the items it passes on) and keeps the epoch.
-2. **Restore keys** (bug 4). ``MapDataset`` resumes a generator interrupted by a save under its
-   *next* sample index, so the remaining pieces of a split document get restore keys one higher
-   than in the uninterrupted run. :class:`EncodeMapDataset` resumes it under its own index.
-3. **Counts.** A restore re-encodes every buffered sample (and the pieces of an interrupted
-   generator up to where it stopped); those were counted when first encoded.
-   :class:`EncodeMapDataset` runs that re-encoding inside :func:`~energon_pack.encoding.rebuilding`
-   and the encoders count nothing there, so summed ``batch.counts`` of the run up to a save plus
-   the resumed run equal the uninterrupted run's.
-4. **Configuration.** :class:`ResumeGuard` saves a fingerprint of everything that shapes packs
-   (:func:`fingerprint`: the encoder's class and settings, the packing config, tokenizer and
-   processor identity, buffer sizes, workers, world size and rank) and a restore with a different
-   one raises :class:`ResumeConfigError` naming each change.
-
-These wrappers pass restore keys through unchanged (``SourceEndGuard`` and ``ResumeGuard``) or
-keep energon's (``EncodeMapDataset``). They rely on energon 7.4 internals
-(``TaskEncoder._load_dataset``, ``MapDataset``'s generator state), verified with 7.4.1.
+The packing task encoders build ``ResumeGuard(... SourceEndGuard(reader) ... EncodeMapDataset(
+encode_sample) ... packing ...)``: :class:`SourceEndGuard` keeps a reader restored at its end
+silent for the rest of the epoch (bug 5), :class:`ResumeGuard` counts epochs, undoes the
+placeholder-checkpoint skip (bug 6) and checks the :func:`fingerprint` of the configuration,
+:class:`EncodeMapDataset` resumes an interrupted generator under its own index (bug 4) and
+re-encodes at restore inside :func:`rebuilding` (nothing counted twice). Each bug, its effect
+and the test that shows it: docs/concepts/energon.md.
 """
 
 from __future__ import annotations
@@ -52,7 +21,7 @@ from megatron.energon.flavors.base_dataset import FlexState, SavableDataset, add
 from megatron.energon.wrappers.base import BaseWrapperDataset, get_sample_restore_key
 from megatron.energon.wrappers.map_dataset import MapDataset
 
-from energon_pack.encoding import rebuilding
+from energon_pack.energon._build_hooks import rebuilding
 
 __all__ = [
     "EncodeMapDataset",
@@ -91,7 +60,7 @@ class _PassThrough(BaseWrapperDataset[Any, Any]):
 
 class SourceEndGuard(_PassThrough):
     """Right above a reader: saves whether it reached its end; restored so, yields nothing for
-    the rest of that loader epoch (see the module docstring, step 1)."""
+    the rest of that loader epoch (bug 5 in docs/concepts/energon.md)."""
 
     _savable_fields = ("_ended",)
 
@@ -196,7 +165,7 @@ class ResumeGuard(_PassThrough):
 
 
 def _undo_placeholder_skip() -> None:
-    """energon 7.4.1 bug 6 (docs/concepts/energon.md): a save that reaches a worker before its
+    """energon bug 6 (docs/concepts/energon.md): a save that reaches a worker before its
     first checkpoint stores the placeholder (no state, offset 1), and the restored worker skips
     its first item. A worker whose dataset was not restored has nothing to skip: reset the skip
     count of energon's ``SavableDatasetWrapper`` (the worker's dataset) to 0."""
@@ -235,7 +204,7 @@ def _changes(saved: Mapping[str, str], now: Mapping[str, str], accept: frozenset
 
 class EncodeMapDataset(MapDataset[Any, Any]):
     """energon's ``MapDataset`` for ``encode_sample``: an interrupted generator resumes under its
-    own sample index (bug 4), and re-encoding at restore counts nothing (module docstring)."""
+    own sample index (bug 4), and re-encoding at restore counts nothing."""
 
     def restore_sample(self, restore_key: Any) -> Any:
         with rebuilding():  # a buffered sample, already counted when it was first encoded
@@ -249,7 +218,7 @@ class EncodeMapDataset(MapDataset[Any, Any]):
     def _resume_generator(self) -> Iterator[Any]:
         """The rest of the generator a save interrupted, under the index it first ran with."""
         sample = self.dataset.restore_sample(self._generator_sample_key)
-        sample_idx = self._sample_index.current_idx - 1  # energon 7.4.1 uses current_idx
+        sample_idx = self._sample_index.current_idx - 1  # energon uses current_idx (bug 4)
         offset, self._generator_offset = self._generator_offset or 0, 0
         assert inspect.isgeneratorfunction(self.map_fn), f"{self.map_fn} is not a generator"
         with rebuilding():  # the pieces before `offset` were counted in the first run

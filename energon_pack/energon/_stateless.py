@@ -1,40 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``seeded_stateless``: energon's ``@stateless(restore_seeds=True)`` without the 7.4.1 bugs.
+"""``seeded_stateless``: energon's ``@stateless(restore_seeds=True)`` without its bugs 1 and 2.
 
-A task-encoder function that draws random numbers (augmentations, random crops, dropout of
-documents) must draw the *same* numbers when energon re-runs it for ``restore_sample`` or to
-rebuild a packing buffer after ``restore_state``. The recipe is to seed every RNG (``random``,
-NumPy, torch) from ``(worker_seed, sample_index)`` before the call and to restore the caller's
-RNG state afterwards. In megatron-energon 7.4.1 ``@stateless(restore_seeds=True)``:
-
-1. caches ``worker_seed`` in a closure on the first call in each process, so restoring a sample
-   of worker 1 after one of worker 0 (in the main process) replays worker 0's seed, and a main
-   process that called the function before the workers forked hands its seed to every worker;
-2. drops ``failure_tolerance`` (the attribute is only set on the un-seeded path).
-
-``seeded_stateless`` recomputes ``WorkerConfig.active_worker_config.worker_seed()`` on every
-call and keeps ``failure_tolerance``. Worked example (``num_workers=2``): worker 1 encodes its
-sample index 5 with seed ``seed_args(worker_seed(global worker 1), 5)``; ``restore_sample`` of
-that key in the main process activates global worker 1 with sample index 5 and draws exactly the
-same numbers, whatever was restored before.
+A task-encoder function that draws random numbers must draw the same ones when energon re-runs
+it (``restore_sample``, buffers rebuilt after ``restore_state``): every CPU RNG is seeded from
+``(worker_seed, sample index or restore key)`` before the call and the caller's state restored
+after it. Unlike energon's decorator it recomputes the worker seed on every call and keeps
+``failure_tolerance``; outside a loader the function runs unseeded. Generators are supported.
+Bugs and tests: docs/concepts/energon.md.
 
     class MyEncoder(PackingTaskEncoder):
         @seeded_stateless(failure_tolerance=10)
         def encode_sample(self, sample): ...
-
-Outside a loader (no active ``WorkerConfig``) the function runs unseeded, with the caller's RNG.
-Generator functions are supported: the inner RNG state is carried between ``next`` calls and the
-caller's state is restored around every ``yield``.
-
-What the seed is made of (:class:`SeedSource`):
-
-* ``SAMPLE_INDEX`` (energon's convention): ``(worker_seed, sample index of this stage)``.
-* ``RESTORE_KEY``: ``(worker_seed, __restore_key__ of the input sample)``. Use it for generator
-  ``encode_sample`` functions: energon 7.4.1 resumes a generator that was interrupted by a
-  state save with the stage's sample index off by one (``MapDataset.__iter__`` re-runs it under
-  ``current_idx``, which ``get_next`` already advanced), so index-seeded draws differ after
-  resume. The input's restore key is the same in the first run, after resume and in
-  ``restore_sample``, and it differs between epochs and workers.
 """
 
 from __future__ import annotations
@@ -61,8 +37,7 @@ def _seed_cpu_rngs(*seed_args: Any) -> None:
 
     Same seed value as energon's ``SystemRng.seed_args``, but only the generators that
     ``SystemRng.save_state`` saves and restores: ``torch.manual_seed`` also queues a lazy CUDA
-    seed that formats a stack trace on every call (about 0.2-5 ms per sample on CPU machines)
-    and leaks a CUDA seed the wrapper never restores.
+    seed (a stack trace formatted on every call) that the wrapper would never restore.
     """
     seed = SystemRng.get_seed_from_args(*seed_args)
     torch.default_generator.manual_seed(seed)
@@ -71,7 +46,12 @@ def _seed_cpu_rngs(*seed_args: Any) -> None:
 
 
 class SeedSource(enum.Enum):
-    """What, besides the worker seed, a seeded call's RNG seed is derived from."""
+    """What, besides the worker seed, a seeded call's RNG seed is derived from.
+
+    Use ``RESTORE_KEY`` for generator ``encode_sample`` functions: energon resumes an interrupted
+    generator under a sample index one too high (bug 4), while the input's restore key is the
+    same in the first run, after resume and in ``restore_sample``.
+    """
 
     #: The sample index of the current stage (energon's ``@stateless(restore_seeds=True)``).
     SAMPLE_INDEX = "sample_index"
@@ -130,8 +110,8 @@ def _wrap_generator(
 ) -> Callable[..., Any]:
     """Run the generator under its own RNG state, switching states as rarely as possible.
 
-    Saving and restoring the RNG states costs about 0.1 ms each (NumPy's legacy state is most
-    of it). Each ``next`` switches to the generator's state and back once (seeding on the first
+    Saving and restoring the RNG states is not free (NumPy's legacy state is most of it). Each
+    ``next`` switches to the generator's state and back once (seeding on the first
     call): a generator that yields once costs three saves and three restores. With
     ``run_ahead``, each switch also computes the *next* item, so that generator costs one save
     and one restore; the items and draws are the same, but the generator's code runs one item
@@ -227,7 +207,7 @@ def seeded_stateless(
         seed_from: What the seed is derived from besides the worker seed (:class:`SeedSource`).
         run_ahead: Generators only: compute each item together with the one before it, one RNG
             switch per item instead of one per ``next`` (a one-item generator: 1 save and 1
-            restore instead of 3 and 3, about 0.4 ms less). Only for generators that yield a
+            restore instead of 3 and 3). Only for generators that yield a
             new object each time and whose side effects may happen one item early.
     """
     if fn is None:

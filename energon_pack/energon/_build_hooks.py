@@ -1,38 +1,40 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Nothing lost in silence: count what energon's error handler skips, stop on ``overlong="error"``.
+"""What the encoders wrap around energon's dataset building and restoring, so nothing is lost in
+silence and nothing is counted twice.
 
-energon runs every stage of the loader (decoding, ``encode_sample``, packing, batching) under
-its error handler (``WorkerConfig.global_error_handler``, by default: print the traceback and
-skip the sample). A sample skipped there never reaches the task encoder, so it would be missing
-from every count. :class:`SkipCounter` sits in front of the user's handler: it counts the
-sample in the encoder's :class:`~energon_pack.encoding.PackingStats` (``skipped``, with key and
-reason in ``skipped_samples``), then calls the user's handler as before. The packing task
-encoders install it while energon builds their datasets (:func:`counting_skips`), so every
-stage's handler is the counter, in every worker.
-
-The same handler turns an :class:`~energon_pack.algorithms.OverlongSampleError` under
-``overlong="error"`` into :class:`FatalOverlongSampleError`, one of energon's fatal errors
-(``FatalSampleError``, never swallowed): the run stops at the first over-long sample with the
-sample's key, length, the pack size and the other policies in one line, at any number of
-workers. Raised from the handler, the error keeps its type (``except OverlongSampleError``
-catches it in the training loop; with workers torch re-raises it there under the same type).
-
-Example: a corrupt PNG ``"000003"`` is decoded by energon before ``encode_sample``; the loader
-goes on, and afterwards ``encoder.stats.skipped == 1`` and ``encoder.stats.skipped_samples ==
-deque([("000003", "UnidentifiedImageError: cannot identify image file ...")])``.
+:func:`counting_skips` makes every stage's error handler a :class:`SkipCounter`: a sample energon
+skips (a corrupt image, invalid UTF-8) is counted in ``stats.skipped`` before the user's handler
+runs, and under ``overlong="error"`` an over-long sample becomes :class:`FatalOverlongSampleError`,
+which energon never swallows. :func:`restoring_item` tells the encoders that energon is only
+rebuilding an item (``restore_sample``, or re-encoding buffers inside :func:`rebuilding`), so they
+count nothing. :func:`without_shard_print` drops energon's ``sample_range=`` lines from stdout.
+Docs: docs/howto/loss.md (counts), docs/concepts/energon.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import os
+import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
+from megatron.energon import WorkerConfig
 from megatron.energon.errors import FatalSampleError
 
 from energon_pack.algorithms import OverlongPolicy, OverlongSampleError
 
-__all__ = ["FatalOverlongSampleError", "SkipCounter", "counting_skips", "sample_keys"]
+__all__ = [
+    "FatalOverlongSampleError",
+    "SkipCounter",
+    "counting_skips",
+    "rebuilding",
+    "restoring_item",
+    "sample_keys",
+    "without_shard_print",
+]
 
 #: Longest reason kept per skipped sample (the first line of the exception, cut here).
 MAX_REASON = 300
@@ -133,3 +135,50 @@ def counting_skips(encoder: Any, worker_config: Any) -> Iterator[None]:
         yield
     finally:
         worker_config.global_error_handler = previous
+
+
+def restoring_item() -> bool:
+    """Whether energon is rebuilding an item with ``restore_sample``, or re-encoding buffered
+    samples after a restore (:func:`rebuilding`), right now.
+
+    energon activates the worker config with an ``override_global_rank`` only there (the
+    loader's ``restore_sample``); the encoders then count nothing, since the item was counted
+    when it was first made.
+    """
+    override = getattr(WorkerConfig, "_worker_override_global_rank", None) is not None
+    return override or _rebuilding > 0
+
+
+_rebuilding = 0
+
+
+@contextlib.contextmanager
+def rebuilding() -> Iterator[None]:
+    """Mark re-encoding of samples that were already counted (energon refilling buffers after a
+    restore): :func:`restoring_item` is True inside, so the encoders count nothing."""
+    global _rebuilding
+    _rebuilding += 1
+    try:
+        yield
+    finally:
+        _rebuilding -= 1
+
+
+@contextlib.contextmanager
+def without_shard_print() -> Iterator[None]:
+    """Drop energon's ``rank=0, worker=0: sample_range=...`` lines from stdout while it builds
+    datasets: for webdatasets energon prints them only with ``ENERGON_DEBUG_SHARD_PRINT=1``, for
+    JSONL datasets always. Everything else printed there is passed on."""
+    if os.environ.get("ENERGON_DEBUG_SHARD_PRINT") == "1":
+        yield
+        return
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            yield
+    finally:
+        lines = buffer.getvalue().splitlines(keepends=True)
+        sys.stdout.write("".join(x for x in lines if not _SHARD_PRINT.match(x)))
+
+
+_SHARD_PRINT = re.compile(r"rank=\d+, worker=\d+: sample_range=")

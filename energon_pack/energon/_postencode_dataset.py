@@ -1,20 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """energon's ``PackingDataset`` with a per-member post-encoder whose packs ``restore_sample``.
 
-Light media buffers hold planned documents and materialize them (decode and process the media)
-in a *post-encoder* that energon's ``PackingDataset`` runs on each member of a selected pack,
-after selection and before ``pack_selected_samples``. In megatron-energon 7.4.1 a pack made that
-way cannot be rebuilt by ``loader.restore_sample``: ``PackingDataset.restore_sample`` unpacks
-each member's restore key twice (``packing_dataset.py`` ~381/383), so the second unpack reads
-the inner dataset's id where its own is expected and fails an assertion. A member's key is::
-
-    ('PostencodePackingDataset', 7, 'MapDataset', 10, 0, 'Webdataset', 41)
-      ^ post-encoder sample index     ^ the buffered document's own key
-
-:class:`PostencodePackingDataset` restores it by unpacking once; everything else (iteration,
-saved state, pack keys) is energon's. Save/restore of the loader state was never affected.
-:class:`~energon_pack.wrappers.CarryOverPackingDataset` derives from it, so carry-over packs
-with a post-encoder (light media buffers) restore the same way.
+Light media buffers materialize the members of a selected pack in a post-encoder; energon's
+``PackingDataset.restore_sample`` unpacks such a member's restore key twice and fails (bug 3 in
+docs/concepts/energon.md). :class:`PostencodePackingDataset` unpacks it once; iteration, saved
+state and pack keys stay energon's.
 """
 
 from __future__ import annotations
@@ -52,7 +42,7 @@ class PostencodePackingDataset(PackingDataset):
         assert name == type(self).__name__, f"{name!r} is not a key of {type(self).__name__}"
         pack = []
         for member_key in member_keys:
-            name, sample_idx, *inner = member_key  # unpacked once (energon 7.4.1: twice)
+            name, sample_idx, *inner = member_key  # unpacked once (energon: twice)
             assert name == type(self).__name__ and isinstance(sample_idx, int)
             sample = self.dataset.restore_sample(tuple(inner))
             with handle_restore_errors(self.worker_config.restore_error_handler, sample):

@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The configuration fingerprint a :class:`~energon_pack.wrappers.ResumeGuard` saves and checks.
-
-Everything that shapes packs, flattened to ``{"name": "value"}`` strings, so that a restore can
-name what changed: ``packing.pack_size: 64 -> 48``.
+"""The configuration fingerprint a :class:`ResumeGuard` saves and checks: everything that shapes
+packs, flattened to ``{"name": "value"}`` strings, so that a restore can name what changed
+(``packing.pack_size: 64 -> 48``).
 """
 
 from __future__ import annotations

@@ -1,39 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """What packing has to do for a model, and what it refuses, from the config alone.
 
-Packing is exact when every layer of a model sees each document as if it were alone. That
-holds for full-attention rotary / learned-position models given the document-causal mask and
-reset ``position_ids``, and for sliding-window and chunked layers given masks per layer type
-(``_windows``). ``_verify.check_model`` accepts a model only when that is verified; this module
-reads what the config tells, and refuses, on transformers 5.23:
-
-==========================  ================================================================
-feature                     why packing would change the result
-==========================  ================================================================
-non-attention layer types   state carried along the row (Mamba, short conv, linear
-(Bamba, Jamba, LFM2, ...)   attention): a document starts from the previous one's state
-recurrent models            the same, without ``layer_types`` (RWKV, xLSTM)
-encoder-decoders            the encoder masks its padding over the whole packed row
-LongRoPE                    frequencies switch to the long set when the batch's largest
-                            position id passes ``original_max_position_embeddings``
-dynamic NTK                 frequencies are rescaled from the batch's largest position id
-                            once it passes ``max_position_embeddings``
-Llama 4 attention           NoPE layers scale queries by the *row* index, which reaches
-temperature tuning          ``floor_scale`` only in long rows
-ALiBi in Bloom / Falcon     the bias is built from a 2-D padding mask, so no document mask
-                            can be given (a 4-D mask crashes ``build_alibi_tensor``)
-chunked + flash-attn        flash-attn has no chunked mode
-image / prefix blocks +     varlen flash-attn is causal or not per whole sequence (Gemma 3
-flash-attn                  VLM, PaliGemma: use sdpa / eager / flex masks)
-no ``position_ids``         named when the experiment finds the model changed (Bart's decoder)
-==========================  ================================================================
-
-The rope cases are exact when no pack can pass the limit: give ``pack_size``. Example::
-
-    >>> from transformers import MistralConfig
-    >>> report = config_report(MistralConfig(sliding_window=8, num_hidden_layers=2), "sdpa", 64)
-    >>> report.layer_types, report.local["sliding_attention"]
-    (('sliding_attention', 'sliding_attention'), LocalAttention(window=8, chunk=None))
+:func:`config_report` reads the layer types and their windows / chunks, rope limits, what
+attends both ways and the model's own positions into a :class:`ModelReport`, and raises
+:class:`PackingNotExactError` for what no mask makes exact (state carried along the row,
+encoder-decoders, rope or temperature limits a pack can pass, ALiBi, chunks or image blocks
+with flash-attn). The list with reasons: ``docs/howto/kernels.md``.
 """
 
 from __future__ import annotations
@@ -45,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS as _FLASH_IMPLEMENTATIONS
-from energon_pack.attention._windows import LAYER_TYPES, LocalAttention
+from energon_pack.attention._masks import LAYER_TYPES, LocalAttention
 
 __all__ = [
     "ModelReport",
@@ -93,7 +65,7 @@ class ModelReport:
     pack_size: int | None = None
     #: Conditions that made a feature exact (e.g. "LongRoPE: pack_size 64 <= 4096").
     notes: tuple[str, ...] = field(default=())
-    #: What attends both ways inside a document (``_documents.BIDIRECTIONAL``): ``"document"``
+    #: What attends both ways inside a document (``_metadata.BIDIRECTIONAL``): ``"document"``
     #: (encoders, Gemma 3 ``use_bidirectional_attention``), ``"image_tokens"`` (Gemma 3 VLM),
     #: ``"prefix"`` (PaliGemma); None: causal.
     bidirectional: str | None = None
@@ -305,7 +277,7 @@ def _check_flash_chunks(impl: str, local: dict[str, LocalAttention], pack_size: 
 
 def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> ModelReport:
     """What packing has to do for this model (multimodal: its text config), from the config
-    alone; raises :class:`PackingNotExactError` for the features in the module docstring."""
+    alone; raises :class:`PackingNotExactError` for what no mask makes exact."""
     config = text_config(model_or_config)
     outer = getattr(model_or_config, "config", model_or_config)
     layer_types = _layer_types(config)
@@ -349,7 +321,7 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
 
 
 def refuse_structure(config: Any) -> None:
-    """Refuse, from the config, models no mask can make exact (see the module docstring)."""
+    """Refuse recurrent models and encoder-decoders, from the config."""
     name = type(config).__name__
     if getattr(config, "model_type", "") in _RECURRENT:
         raise PackingNotExactError(

@@ -1,20 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Context parallelism on THD rows: the positions each CP rank holds (load-balanced split).
 
-Megatron-Core and Transformer Engine split a packed (THD) sequence across ``CP`` ranks document
-by document: each slot of ``cu_seqlens_padded`` is cut into ``2 * CP`` equal chunks and rank
-``r`` takes chunks ``r`` and ``2 * CP - 1 - r``, so with causal attention every rank gets the
-same work. Each slot must therefore be a multiple of ``2 * CP`` tokens: build the encoder with
-``alignment=2 * cp_size``. Example, CP = 2, slots of 8 and 4 tokens::
-
-    cu_seqlens_padded  [0, 8, 12]
-    slot 0 chunks      [0 1] [2 3] [4 5] [6 7]    rank 0: 0 1 6 7    rank 1: 2 3 4 5
-    slot 1 chunks      [8] [9] [10] [11]          rank 0: 8 11       rank 1: 9 10
-    cp_partition_indices(cu, 2, 0) = [0, 1, 6, 7, 8, 11]
-
-This is Transformer Engine's ``thd_get_partitioned_indices`` (which Megatron-Core's
-``get_thd_batch_on_this_cp_rank`` calls) in plain torch. ``PackedSeqParams`` stay global: every
-rank passes the whole batch's ``cu_seqlens``.
+As Transformer Engine's ``thd_get_partitioned_indices``: each slot of ``cu_seqlens_padded``
+is cut into ``2 * CP`` equal chunks and rank ``r`` takes chunks ``r`` and ``2 * CP - 1 - r``,
+so every slot must be a multiple of ``2 * CP`` tokens (``alignment=2 * cp_size``).
+``PackedSeqParams`` stay global. See ``docs/howto/trainers.md``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """transformers' flash-attention route on CPU, with a PyTorch reference in place of the kernel.
 
-:func:`emulated_flash` lets a model be built with ``attn_implementation="flash_attention_2"``
-(or ``"_3"``) on a machine without flash-attn and puts :func:`varlen_attention` where
-transformers keeps its loaded kernel (``modeling_flash_attention_utils._flash_varlen_fn``, ...).
-Everything between the model and the kernel stays transformers' own code: which kwargs a flash
-attention class passes on, ``cu_seq_lens_q/k`` and ``max_length_q/k`` taken as given,
-borders derived from ``position_ids`` (batch size 1 only), the padding mask path and
-``window_size``. So a check run under it proves the *route* (it caught GPT-J and GPT-Neo
-dropping ``cu_seq_lens``, Falcon deriving borders only at batch size 1); the kernel itself is
-flash-attn's. The reference follows flash-attn 2's contract: causal masks aligned to the
-bottom right, ``window_size=(left, right)`` inclusive (-1: unbounded), ``softcap``, sinks
-(``s_aux``), and a sequence longer than ``max_seqlen`` is an error (the kernel would read
-past it).
+Under :func:`emulated_flash` a model builds with ``attn_implementation="flash_attention_2"``
+(or ``"_3"``) without flash-attn, and :func:`varlen_attention` (flash-attn 2's contract:
+bottom-right causal, inclusive ``window_size``, ``softcap``, sinks) replaces the kernel;
+everything between the model and the kernel stays transformers' code, so ``check_model``
+proves the route (it caught GPT-J and GPT-Neo dropping ``cu_seq_lens``), not the kernel.
 """
 
 from __future__ import annotations

@@ -1,68 +1,28 @@
 # SPDX-License-Identifier: Apache-2.0
-"""FlexAttention ``BlockMask`` for packed rows, built from block-level bounds in O((L/128)^2).
+"""FlexAttention ``BlockMask`` of packed rows, from tile-level bounds (no ``L x L`` object).
 
-``torch.nn.attention.flex_attention.create_block_mask`` evaluates the mask function on all
-``L * L`` pairs. Packed rows do not need that: slot indices (``seq_idx``) never decrease along a
-row, so for a query tile ``qb`` and a key tile ``kb`` (128 tokens each by default):
-
-- some pair may attend  iff ``kb <= qb`` and the key tile's last slot >= the query tile's first;
-- every pair may attend iff ``kb < qb`` and both tiles lie inside one slot and the row ("full"
-  tile, the kernel skips the mask function there).
-
-Example, ``L = 8``, tiles of 2, slots ``[0, 0, 0, 1, 1, 1, 1, 1]`` (tile slot ranges 0-0, 0-1,
-1-1, 1-1)::
-
-    kb:        0  1  2  3
-    qb = 0     p  .  .  .      p = partial (mask function applied), f = full, . = skipped
-    qb = 1     p  p  .  .      (tile 1 holds slots 0-1: never full)
-    qb = 2     .  p  p  .      (tile 0 holds only slot 0, query tile 2 only slot 1: skipped)
-    qb = 3     .  p  f  p
-
-With a sliding window or chunks (``local=LocalAttention(window=W)`` / ``(chunk=C)``, see
-``_windows``) the mask function gets the window/chunk term, a tile whose nearest pair is
-``W`` (or ``C``) apart is skipped, and a tile is full only if its farthest pair is inside the
-window and it lies in one chunk.
-
-The result equals ``create_block_mask`` (tested), and ``block_mask.to_dense()`` expanded to
-tokens equals the dense reference mask. On CPU, ``flex_attention`` runs unfused in eager mode
-(torch 2.13): correct but slow, fine for tests.
+Slot indices never decrease along a row, so whether a query tile and a key tile share a pair
+(or every pair: a "full" tile, where the kernel skips the mask function) follows from each
+tile's first and last slot; a window or chunks (``LocalAttention``) and bidirectional blocks
+narrow or widen that. The result equals ``create_block_mask`` (tested); see
+``docs/concepts/metadata.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
-from torch.nn.attention.flex_attention import BlockMask, create_block_mask
+from torch.nn.attention.flex_attention import BlockMask
 
-from energon_pack.attention._windows import (
+from energon_pack.attention._masks import (
     FULL_ATTENTION,
     LocalAttention,
     local_mask_mod,
     slot_positions,
 )
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "block_causal_block_mask", "reference_block_mask"]
+__all__ = ["DEFAULT_BLOCK_SIZE", "block_causal_block_mask"]
 
 DEFAULT_BLOCK_SIZE = 128
-
-
-def _mask_mod(
-    seq_idx: torch.Tensor,
-    local: LocalAttention = FULL_ATTENTION,
-    blocks: torch.Tensor | None = None,
-) -> Callable[..., torch.Tensor]:
-    """The FlexAttention ``mask_mod``: same slot and key not after query (and ``local``, and
-    the bidirectional ``blocks``)."""
-    if not local.is_full or blocks is not None:
-        return local_mask_mod(seq_idx, local, blocks)
-
-    def document_causal(
-        b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
-    ) -> torch.Tensor:
-        return (seq_idx[b, q_idx] == seq_idx[b, kv_idx]) & (kv_idx <= q_idx)
-
-    return document_causal
 
 
 def _padded_seq_idx(seq_idx: torch.Tensor, block_size: int, value: int = -1) -> torch.Tensor:
@@ -100,20 +60,16 @@ def block_causal_block_mask(
     local: LocalAttention = FULL_ATTENTION,
     blocks: torch.Tensor | None = None,
 ) -> BlockMask:
-    """Return the document-causal ``BlockMask`` of shape ``(B, 1, L, L)``.
+    """The document-causal ``BlockMask`` of shape ``(B, 1, L, L)``.
 
     Args:
-        seq_idx: ``(B, L)`` integer slot index per token, non-decreasing along each row
-            (``DocumentMetadata.seq_idx``).
-        block_size: FlexAttention tile size (128 unless your kernel wants otherwise).
-        local: a sliding window or chunks inside each document (``_windows``); the mask
-            function gets the window/chunk term, tiles beyond reach are skipped and a tile
-            is "full" only when the whole tile lies inside the window and one chunk.
-        blocks: ``(B, L)`` bidirectional blocks (see ``document_causal_mask``), ids never
-            decreasing along a row apart from 0s (``bidirectional_blocks`` builds them so);
-            key tiles after the query tile are visited where one block reaches them.
+        seq_idx: ``(B, L)`` slot index per token, non-decreasing along each row.
+        block_size: FlexAttention tile size.
+        local: a sliding window or chunks inside each document.
+        blocks: ``(B, L)`` bidirectional blocks (``bidirectional_blocks``): key tiles after
+            the query tile are visited where one block reaches them.
     """
-    batch, length = seq_idx.shape
+    length = seq_idx.shape[1]
     padded = _padded_seq_idx(seq_idx, block_size)
     nb = padded.shape[1] // block_size
     device = seq_idx.device
@@ -155,7 +111,7 @@ def block_causal_block_mask(
         full_num,
         full_idx,
         BLOCK_SIZE=block_size,
-        mask_mod=_mask_mod(padded, local, _padded_blocks(blocks, block_size)),
+        mask_mod=local_mask_mod(padded, local, _padded_blocks(blocks, block_size)),
         seq_lengths=(length, length),
     )
 
@@ -168,7 +124,7 @@ def _restrict_tiles(
     block_size: int,
     local: LocalAttention,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cut the document-causal tiles down to a window / chunks (see the module docstring).
+    """Cut the document-causal tiles down to a window / chunks.
 
     A pair may attend only if ``q - k < reach`` (window, or chunk: same chunk of one slot),
     so a tile whose closest pair is ``>= reach`` apart is skipped. A full tile must have its
@@ -201,24 +157,3 @@ def _restrict_tiles(
         later = (kb > qb) & (~same | (chunk_last[:, :, None] < chunk_first[:, None, :]))
         any_pair = any_pair & ~later
     return any_pair, full & any_pair
-
-
-def reference_block_mask(
-    seq_idx: torch.Tensor,
-    *,
-    block_size: int = DEFAULT_BLOCK_SIZE,
-    local: LocalAttention = FULL_ATTENTION,
-    blocks: torch.Tensor | None = None,
-) -> BlockMask:
-    """Same mask through ``create_block_mask`` (evaluates all L*L pairs; for tests)."""
-    batch, length = seq_idx.shape
-    padded = _padded_seq_idx(seq_idx, block_size)
-    return create_block_mask(
-        _mask_mod(padded, local, _padded_blocks(blocks, block_size)),
-        batch,
-        None,
-        length,
-        length,
-        device=seq_idx.device,
-        BLOCK_SIZE=block_size,
-    )

@@ -1,32 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """mRoPE 3-row (temporal, height, width) position ids of one document, Qwen2-VL style.
 
-Matches ``Qwen2VLModel.get_rope_index`` of transformers 5.x for one unpadded sequence (tested):
-
-- a text run advances all three rows together, one step per token;
-- an image run of grid ``(t, h, w)`` patches (before the spatial merge ``m``) covers
-  ``t * (h/m) * (w/m)`` placeholder tokens, laid out t-major then rows then columns; its rows are
-  ``start + t_i``, ``start + h_i`` and ``start + w_i``; the text after it starts at
-  ``start + max(h/m, w/m)``.
-
-Example: 2 text tokens, one image of grid ``(1, 4, 4)`` with ``m = 2`` (4 tokens), 1 text token::
-
-    temporal  0 1 | 2 2 2 2 | 4
-    height    0 1 | 2 2 3 3 | 4
-    width     0 1 | 2 3 2 3 | 4
-
-In a pack, each document starts again at 0, and padding tokens continue the text count.
-
-Videos are runs too. Their temporal row steps by a *time interval* per temporal patch
-(``time_intervals``): 1 for Qwen2-VL, ``tokens_per_second * second_per_grid_t`` for
-Qwen2.5-VL (``(arange(t) * interval).long()``, as ``get_vision_position_ids`` does). A video of
-grid ``(2, 2, 2)`` (2 temporal patches, 1 token each) with interval 50 at position 3 gives
-temporal ``3, 53`` and height/width ``3, 3``; the text after it starts at ``3 + 1 = 4``.
-
-Qwen3-VL videos put text (a timestamp, vision end/start) between temporal patches; its
-``get_rope_index`` treats each temporal patch as a run of grid ``(1, h, w)`` and the text
-between as text. :func:`frame_runs` splits such a video span into those runs (found from the
-tokens), so the same function gives Qwen3-VL's positions.
+Matches ``Qwen2VLModel.get_rope_index`` of transformers 5.x on one unpadded document (tested):
+text advances the three rows together; an image or video run of grid ``(t, h, w)`` (before the
+spatial merge ``m``) spans ``t * (h/m) * (w/m)`` tokens at ``start + (t_i * interval, h_i,
+w_i)`` and the text after it starts at ``start + max(h/m, w/m)``; padding continues the text
+count. Qwen3-VL's timestamped videos split into per-frame runs (:func:`frame_runs`). See
+``docs/concepts/metadata.md``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Accept a model for packing only when packing is verified for it, else refuse.
 
-:func:`check_model` first reads the config (``_compat``: windows, chunks, rope limits, and the
-mechanisms no mask can make exact). What is left is accepted only when verified:
-
-1. by the family matrix CI runs (``tests/attention/test_model_families.py``), recorded in
-   ``verified.json`` as model class -> attention implementation -> features; or
-2. by experiment: a tiny random copy of the model's class (the config shrunk to 2-6 layers of
-   width 64, windows and chunks of 8, keeping layer types, rope parameters and every flag)
-   runs rows of documents ``[[20, 12], [7, 3]]`` (the second row tail-padded to 34) packed,
-   with exactly the kwargs ``hf_kwargs`` builds, and each document alone; accepted when every
-   logit agrees within 1e-5 in float32. Flash implementations run transformers' own flash
-   route with a PyTorch reference kernel (``_flash_reference``); FlexAttention runs uncompiled.
-
-The verdict (report or error) is cached per model class, config digest, implementation and
-pack size, so ``hf_kwargs(..., config=model)`` pays for it once. Example::
-
-    >>> check_model(LlamaConfig(), "sdpa").verified_by          # LlamaConfig(): a 7B shape
-    'family matrix'
+:func:`check_model` reads the config (``_compat``), then accepts what is left only when the
+family matrix lists its class, implementation and features (``verified.json``, written by
+``tests/benchmarks/model_matrix.py --write``) or when a tiny random copy of its class gives
+the same logits and loss packed as each document alone (1e-5, float32; flash through
+``_flash_reference``, FlexAttention uncompiled). Verdicts are cached. See
+``docs/howto/kernels.md``.
 """
 
 from __future__ import annotations
@@ -37,7 +26,6 @@ from typing import Any
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 
-from energon_pack.attention._adapters import hf_model_kwargs
 from energon_pack.attention._compat import (
     ModelReport,
     PackingNotExactError,
@@ -46,8 +34,9 @@ from energon_pack.attention._compat import (
     refuse_structure,
     text_config,
 )
-from energon_pack.attention._documents import document_metadata
 from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS, emulated_flash
+from energon_pack.attention._metadata import document_metadata
+from energon_pack.attention._model_kwargs import hf_model_kwargs
 
 __all__ = [
     "IMPLEMENTATIONS",
@@ -306,7 +295,7 @@ def cpu_route(impl: str, model_class: type | None = None) -> Iterator[None]:
     values = (None, True, staticmethod(flex_attention), False)
     for name, value in zip(names, values):
         setattr(wrapper, name, value)
-    # transformers compiles its own block masks, once per shape: seconds each on CPU
+    # transformers would compile its own block masks, once per shape (slow on CPU)
     masking.create_block_mask = lambda *args, **kw: build(*args, **{**kw, "_compile": False})
     try:
         with warnings.catch_warnings():

@@ -7,18 +7,18 @@ import importlib.util
 
 import pytest
 import torch
+from test_masks import dense_block_causal_mask
 
 from energon_pack.attention import (
-    HF_ATTENTION_IMPLEMENTATIONS,
     block_mask,
-    dense_block_causal_mask,
     dense_mask,
     document_metadata,
     flash_attn_kwargs,
     hf_kwargs,
-    hf_labels,
     packed_seq_params,
 )
+from energon_pack.attention._adapters import hf_labels
+from energon_pack.attention._verify import IMPLEMENTATIONS as HF_ATTENTION_IMPLEMENTATIONS
 
 
 def test_flash_attn_kwargs_use_slot_offsets() -> None:

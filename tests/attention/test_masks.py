@@ -7,15 +7,31 @@ import random
 
 import pytest
 import torch
-from torch.nn.attention.flex_attention import flex_attention
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
-from energon_pack.attention import (
-    additive_mask,
-    block_causal_block_mask,
-    dense_block_causal_mask,
-    document_metadata,
-    reference_block_mask,
-)
+from energon_pack.attention import dense_mask, document_metadata
+from energon_pack.attention._flex import block_causal_block_mask
+from energon_pack.attention._masks import additive_mask
+
+
+def dense_block_causal_mask(slot_lengths, length: int) -> torch.Tensor:
+    """The slow, obviously correct reference: ``(B, 1, L, L)``, a lower triangle per slot."""
+    assert all(sum(slots) == length for slots in slot_lengths)
+    rows = [torch.block_diag(*(torch.ones(n, n) for n in slots)) for slots in slot_lengths]
+    return torch.stack(rows).tril().bool()[:, None]
+
+
+def reference_block_mask(seq_idx: torch.Tensor, block_size: int) -> BlockMask:
+    """The document-causal BlockMask through ``create_block_mask`` (evaluates all L*L pairs)."""
+    batch, length = seq_idx.shape
+    padded = torch.nn.functional.pad(seq_idx, (0, -length % block_size), value=-1)
+
+    def document_causal(b, h, q_idx, kv_idx):
+        return (padded[b, q_idx] == padded[b, kv_idx]) & (kv_idx <= q_idx)
+
+    return create_block_mask(
+        document_causal, batch, None, length, length, device=seq_idx.device, BLOCK_SIZE=block_size
+    )
 
 
 def test_dense_mask_worked_example() -> None:
@@ -31,14 +47,12 @@ def test_dense_mask_worked_example() -> None:
         ],
         dtype=torch.bool,
     )
-    mask = dense_block_causal_mask([[3, 2, 1]], 6)
-    assert mask.shape == (1, 1, 6, 6) and mask.dtype == torch.bool
-    assert torch.equal(mask[0, 0], expected)
-
-
-def test_dense_mask_rejects_slots_that_do_not_tile_the_row() -> None:
-    with pytest.raises(ValueError, match="fold the tail padding"):
-        dense_block_causal_mask([[3, 2]], 6)
+    for mask in (
+        dense_block_causal_mask([[3, 2, 1]], 6),
+        dense_mask(document_metadata([[3, 2, 1]])),
+    ):
+        assert mask.shape == (1, 1, 6, 6) and mask.dtype == torch.bool
+        assert torch.equal(mask[0, 0], expected)
 
 
 def test_additive_mask_values() -> None:

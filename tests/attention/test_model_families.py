@@ -36,10 +36,10 @@ from energon_pack.attention import (
     PackingNotExactError,
     _verify,
     check_model,
-    document_causal_mask,
     document_metadata,
 )
 from energon_pack.attention._flash_reference import varlen_attention
+from energon_pack.attention._masks import document_causal_mask
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))

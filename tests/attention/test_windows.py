@@ -5,17 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_masks import dense_block_causal_mask
 
-from energon_pack.attention import (
-    LocalAttention,
-    block_causal_block_mask,
-    dense_block_causal_mask,
-    document_causal_mask,
-    document_metadata,
-    flash_attn_kwargs,
-    flash_window_size,
-    slot_positions,
-)
+from energon_pack.attention import LocalAttention, document_metadata, flash_attn_kwargs
+from energon_pack.attention._flex import block_causal_block_mask
+from energon_pack.attention._masks import document_causal_mask, flash_window_size, slot_positions
 
 LOCALS = [
     LocalAttention(),

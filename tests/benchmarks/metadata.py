@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 import torch
 
-from energon_pack.attention import block_causal_block_mask, document_metadata
+from energon_pack.attention import document_metadata
+from energon_pack.attention._flex import block_causal_block_mask
 from energon_pack.samples import EncodedSample, collate_packs, pack_documents
 
 

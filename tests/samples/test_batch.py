@@ -8,7 +8,6 @@ import random
 import pytest
 import torch
 
-from energon_pack.attention import dense_block_causal_mask
 from energon_pack.samples import (
     EncodedCaptioningSample,
     EncodedSample,
@@ -114,7 +113,8 @@ def test_hf_kwargs_per_implementation() -> None:
     b = collate_packs([pack_documents([doc("a", 3), doc("b", 2)])], pad_to=8)
     sdpa = b.hf_kwargs("sdpa", config=None)
     assert sdpa["attention_mask"].dtype == torch.bool
-    assert torch.equal(sdpa["attention_mask"], dense_block_causal_mask([[3, 5]], 8))
+    expected = torch.block_diag(torch.ones(3, 3), torch.ones(5, 5)).tril().bool()
+    assert torch.equal(sdpa["attention_mask"], expected[None, None])
     eager = b.hf_kwargs("eager", config=None)
     assert eager["attention_mask"].dtype == torch.float32
     assert torch.equal(eager["attention_mask"] == 0, sdpa["attention_mask"])

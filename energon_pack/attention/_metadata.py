@@ -1,28 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Per-token document metadata of packed rows, built from document lengths only.
+"""Per-token document metadata of packed rows (:class:`DocumentMetadata`), from lengths only.
 
-A row of length ``L`` holds documents ``d_1..d_k`` back to back. Each document owns a *slot*: its
-real tokens followed by its alignment padding (``doc_lengths_padded``), and the last slot of a
-row also absorbs the row's tail padding, so the slots tile the row exactly. Attention never
-crosses a slot border and is causal inside a slot, so padding tokens only ever attend to (and
-are only seen by) later positions of their own slot: real tokens are unaffected by them.
-
-Worked example, one row, ``doc_lengths=[3, 2, 1]``, no alignment, ``length=8`` (2 tail pads)::
-
-    tokens             a0 a1 a2 b0 b1 c0 p  p
-    slot lengths       3, 2, 3            (the tail padding joins the last slot)
-    position_ids       0  1  2  0  1  0  1  2     reset per slot, padding continues
-    segment_ids        1  1  1  2  2  3  0  0     1..k, 0 = padding
-    document_borders   T  F  F  T  F  T  T  F     first token of a document or of padding
-    seq_idx            0  0  0  1  1  2  2  2     slot index (int32, Mamba's convention)
-    cu_seqlens         [0, 3, 5, 6]               int32, real lengths
-    cu_seqlens_padded  [0, 3, 5, 8]               int32, slot offsets in the flattened batch
-    max_seqlen         3                          Python int (no device sync)
-
-For a batch of ``B`` rows, the ``(B, L)`` tensors are stacked and ``cu_seqlens*`` run over the
-row-major flattening ``(B * L,)``: row ``r``'s first slot starts at ``r * L`` in
-``cu_seqlens_padded``, which is exactly what varlen kernels (flash-attn, Transformer Engine THD)
-want.
+Each document owns a *slot* (its tokens, then its alignment padding; the row's tail padding
+joins the last slot), so slots tile the row; ``cu_seqlens*`` run over the row-major flattening
+``(B * L,)``. Worked example and conventions: ``docs/concepts/metadata.md``.
 """
 
 from __future__ import annotations
@@ -54,7 +35,7 @@ BIDIRECTIONAL = ("document", "image_tokens", "prefix")
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class DocumentMetadata:
-    """Document metadata of ``B`` packed rows of length ``L`` (see the module docstring)."""
+    """Document metadata of ``B`` packed rows of length ``L`` (``D`` slots in all)."""
 
     #: (B, L) int64, position inside the slot; padding continues its slot's count.
     position_ids: torch.Tensor
@@ -100,7 +81,6 @@ def aligned_lengths(doc_lengths: Sequence[int], alignment: int) -> list[int]:
 
 def position_ids_from_lengths(slot_lengths: Sequence[int]) -> torch.Tensor:
     """``(sum(slot_lengths),)`` int64 positions restarting at 0 per slot: ``[3, 2] -> 0 1 2 0 1``."""
-    # NumPy: a handful of small ops here cost ~1 us each instead of ~5-10 us in torch
     n = sum(slot_lengths)
     starts = np.fromiter(itertools.accumulate(slot_lengths, initial=0), np.int64)[:-1]
     return torch.from_numpy(np.arange(n, dtype=np.int64) - np.repeat(starts, slot_lengths))
@@ -144,9 +124,6 @@ def document_metadata(
 
     Example: ``document_metadata([[3, 2, 1]], length=8).cu_seqlens_padded`` is
     ``tensor([0, 3, 5, 8], dtype=torch.int32)``.
-
-    Hot path (once per batch, inside the loader's time per pack): one pass over the rows, then
-    one NumPy expansion per field; kept in one function so no intermediate is built twice.
     """
     padded_rows = doc_lengths if doc_lengths_padded is None else doc_lengths_padded
     if len(padded_rows) != len(doc_lengths):
@@ -170,11 +147,10 @@ def document_metadata(
         seg_flat.extend(range(1, len(real) + 1))
     num_rows = len(doc_lengths)
     n = num_rows * length
-    # NumPy for the per-token work (small-op overhead dominates at these sizes), then zero-copy
+    # one NumPy expansion per field (np.repeat of per-slot values), then zero-copy to torch
     slots_np = np.asarray(slot_flat, dtype=np.int64)
     cu_padded = np.zeros(len(slot_flat) + 1, dtype=np.int64)
     np.cumsum(slots_np, out=cu_padded[1:])
-    # np.repeat of per-slot values is the cheapest per-token expansion (no gathers)
     slot_of_token = np.repeat(np.arange(len(slot_flat), dtype=np.int32), slots_np)
     pos = np.arange(n, dtype=np.int64)
     pos -= np.repeat(cu_padded[:-1], slots_np)

@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The attention kwargs and positions a transformers model needs, given its ``ModelReport``.
+
+transformers uses a given 4-D mask (or ``BlockMask``) as is for every layer, so a model with
+sliding-window or chunked layers gets one restricted mask, or a mapping per layer type where
+its forward takes one; flash-attn gets varlen offsets and applies each layer's window inside
+each document. Positions follow the model (PaliGemma from 1, RoBERTa from ``padding_idx + 1``).
+See ``docs/howto/kernels.md``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+from torch.nn.attention.flex_attention import BlockMask
+
+from energon_pack.attention._compat import ModelReport
+from energon_pack.attention._flex import DEFAULT_BLOCK_SIZE, block_causal_block_mask
+from energon_pack.attention._masks import (
+    FULL_ATTENTION,
+    LocalAttention,
+    additive_mask,
+    document_causal_mask,
+)
+from energon_pack.attention._metadata import DocumentMetadata, bidirectional_blocks
+
+__all__ = ["hf_attention_mask", "hf_model_kwargs", "local_attention_mask"]
+
+Mask = torch.Tensor | BlockMask
+
+
+def local_attention_mask(
+    seq_idx: torch.Tensor,
+    attn_implementation: str,
+    local: LocalAttention = FULL_ATTENTION,
+    *,
+    blocks: torch.Tensor | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    mask_dtype: torch.dtype = torch.float32,
+) -> Mask:
+    """One layer type's mask in the form ``attn_implementation`` reads: ``"sdpa"`` the
+    ``(B, 1, L, L)`` bool mask, ``"eager"`` the same additive in ``mask_dtype``,
+    ``"flex_attention"`` a ``BlockMask``."""
+    if attn_implementation == "flex_attention":
+        return block_causal_block_mask(seq_idx, block_size=block_size, local=local, blocks=blocks)
+    mask = document_causal_mask(seq_idx, local, blocks)
+    if attn_implementation == "eager":
+        return additive_mask(mask, mask_dtype)
+    if attn_implementation == "sdpa":
+        return mask
+    raise ValueError(
+        f"no dense or Flex mask for attn_implementation {attn_implementation!r}; "
+        "flash-attn takes cu_seq_lens instead"
+    )
+
+
+def hf_attention_mask(
+    report: ModelReport,
+    seq_idx: torch.Tensor,
+    *,
+    blocks: torch.Tensor | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    mask_dtype: torch.dtype = torch.float32,
+) -> Mask | dict[str, Mask] | None:
+    """The ``attention_mask`` kwarg for the model of ``report``: one mask, a mapping per layer
+    type (layer types sharing one restriction share one mask object), or None for flash."""
+    impl = report.attn_implementation
+    if impl.startswith("flash_attention"):
+        return None
+    built: dict[LocalAttention, Mask] = {}
+    for local in report.local.values():
+        if local not in built:
+            built[local] = local_attention_mask(
+                seq_idx, impl, local, blocks=blocks, block_size=block_size, mask_dtype=mask_dtype
+            )
+    if not report.needs_mapping:
+        return next(iter(built.values()))
+    return {layer_type: built[local] for layer_type, local in report.local.items()}
+
+
+def _flash(cu: torch.Tensor, longest: int) -> dict[str, Any]:
+    return {
+        "cu_seq_lens_q": cu,
+        "cu_seq_lens_k": cu,
+        "max_length_q": longest,
+        "max_length_k": longest,
+    }
+
+
+def _flash_documents(meta: DocumentMetadata) -> dict[str, Any]:
+    """Varlen offsets with each slot's padding as a sequence of its own: a document that
+    attends both ways must not see its slot's padding. Slots ``[3, 2 + 2 pads]`` ->
+    ``cu_seq_lens = [0, 3, 5, 7]``."""
+    bounds = [0]
+    for real, slots in zip(meta.doc_lengths, meta.slot_lengths):
+        for n, slot in zip(real, slots):
+            bounds += [bounds[-1] + n] + ([bounds[-1] + slot] if slot > n else [])
+    cu = torch.tensor(bounds, dtype=torch.int32, device=meta.cu_seqlens_padded.device)
+    return _flash(cu, max(b - a for a, b in itertools.pairwise(bounds)))
+
+
+def _model_positions(report: ModelReport, meta: DocumentMetadata, tokens: torch.Tensor) -> Any:
+    """The positions the model gives each document alone: reset per slot, plus PaliGemma's
+    offset 1, or RoBERTa's rule: non-pad tokens counted from ``padding_idx + 1``, pad tokens
+    (and the row's padding) at ``padding_idx``. Example, RoBERTa (``padding_idx=1``), tokens
+    ``[5 6 7 | 8 9 | pad]``: ``2 3 4 2 3 1``."""
+    pad = report.position_padding_idx
+    if pad is None:
+        offset = report.position_offset
+        return meta.position_ids + offset if offset else meta.position_ids
+    counted = ((tokens != pad) & (meta.segment_ids > 0)).to(torch.int64)
+    running = counted.cumsum(dim=1)
+    # the count before each slot's first token, carried along the slot (it never decreases)
+    start = torch.where(meta.position_ids == 0, running - counted, 0).cummax(dim=1).values
+    return (running - start) * counted + pad
+
+
+def hf_model_kwargs(
+    meta: DocumentMetadata,
+    tokens: torch.Tensor,
+    report: ModelReport,
+    mask_dtype: torch.dtype = torch.float32,
+    token_type_ids: torch.Tensor | None = None,
+) -> dict[str, Any]:
+    """``position_ids`` and the attention kwargs (a mask, or flash's varlen offsets) for the
+    model of ``report``."""
+    blocks = None
+    if report.bidirectional is not None:
+        blocks = bidirectional_blocks(meta.segment_ids, report.bidirectional, token_type_ids)
+    mask = hf_attention_mask(report, meta.seq_idx, blocks=blocks, mask_dtype=mask_dtype)
+    kwargs = {"position_ids": _model_positions(report, meta, tokens)}
+    if mask is not None:
+        return {**kwargs, "attention_mask": mask}
+    if report.bidirectional == "document":
+        return {**kwargs, **_flash_documents(meta)}
+    return {**kwargs, **_flash(meta.cu_seqlens_padded, meta.max_seqlen_padded)}

@@ -1,22 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Warn when a packing buffer cannot fill a pack, and say which settings would.
 
-energon packs each buffer of ``packing_buffer_size`` samples on its own, so a buffer whose
-samples total fewer tokens than one pack can only emit under-filled packs. With pack size 4096
-and samples of 100 tokens on average, a pack needs about 41 samples: a buffer of 16 fills at
-most 39 % of a pack, and the warning names both fixes::
-
-    packing_buffer_size=16 cannot fill one pack: samples average 100.0 tokens, so a 4096-token
-    pack needs about 41.0 samples. Use packing_buffer_size >= 41 (about 164 for near-full
-    packs), or carry_over=CarryOver() (packs grow across buffers: about 3 buffers per pack).
-
-With carry-over a partial pack grows across buffers, so a small buffer is fine as long as a
-pack fills in well under ``max_age`` buffers (a quarter of it: samples older than that start
-changing places to leave first); the warning then names the buffer that keeps it so.
-
-Both packing paths check one full buffer per process: the stock path in
-``PackingTaskEncoder.select_samples_to_pack`` (a buffer shorter than ``packing_buffer_size``
-is the end-of-data flush and proves nothing), the carry-over dataset before it plans.
+energon packs each buffer on its own, so a buffer whose samples total fewer tokens than a pack
+only emits under-filled packs; with carry-over a pack may grow across buffers, but should fill
+well before ``max_age``. The warning names both fixes (docs/howto/buffer-size.md); it is
+checked on one full buffer per process.
 """
 
 from __future__ import annotations
@@ -29,7 +17,7 @@ from collections.abc import Sequence
 
 from energon_pack.algorithms import CarryOver
 
-__all__ = ["SmallPackingBufferWarning", "small_buffer_message", "warn_if_buffer_too_small"]
+__all__ = ["SmallPackingBufferWarning", "warn_if_buffer_too_small"]
 
 
 class SmallPackingBufferWarning(UserWarning):

@@ -1,41 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """VLM processor families: how a family's processor turns an image into pixels and tokens.
 
-The encoders, light buffers and media budgets need three things per image, whatever the model:
-its pixel tensor, a ``(3,)`` grid whose product is the number of pixel *items* (rows of the
-tensor, so packs and over-long cuts can slice them), and the number of placeholder tokens.
-Each family gives them from the processor, and from the image size alone where its rule is
-known (light buffers plan from headers). :func:`vision_family` picks the family of a processor:
-
-============  ===================================  ====================  ==================
-family        pixels per image                     grid                  tokens
-============  ===================================  ====================  ==================
-patch grids   ``(t*h*w, 3*T*p*p)`` patch rows      ``(t, h, w)``         ``t*h*w / merge**2``
-(Qwen2/2.5/3-VL, videos too; mRoPE)
-tiles         ``(n, 3, H, W)`` tiles (crop to      ``(n, 1, 1)``         ``n * image_seq_length``
-(InternVL)    patches + thumbnail)
-images        ``(1, 3, S, S)`` per image           ``(1, 1, 1)``         ``image_seq_length``
-(Gemma 3,     (resized square)                                           (+ ``token_type_ids``)
-PaliGemma)
-split tiles   ``(n, 1, 3, S, S)``: rows x cols     ``(n, 1, 1)``         ``n * image_seq_len``
-(Idefics3)    tiles + a global one                                       (plus text markers)
-============  ===================================  ====================  ==================
-
-An InternVL 150x60 image with 56-pixel tiles (at most 4) and 4 tokens a tile: 3 tiles plus the
-thumbnail, grid ``(4, 1, 1)``, 16 ``<IMG_CONTEXT>`` tokens between ``<img>`` and ``</img>``
-(the processor's ``_get_num_multimodal_tokens`` says 18: it counts the two markers).
-
-A Gemma 3 image is ``\\n\\n<start_of_image>`` + ``image_seq_length`` ``<image_soft_token>`` +
-``<end_of_image>\\n\\n``, put in the text after the chat template (as ``Gemma3Processor``
-replaces its ``<start_of_image>``), and its soft tokens get ``token_type_ids`` 1: the model lets
-each image's tokens attend both ways (``hf_kwargs(..., config=model)`` builds that mask).
-Pan-and-scan crops are refused.
-
-PaliGemma (``PaliGemmaProcessor``): the same stacked images; a document is one prompt and one
-answer, laid out as the processor does: ``<image>`` x ``image_seq_length`` per image, BOS, the
-prompt, ``\\n`` (the prefix, ``token_type_ids`` 0, attending both ways), the answer and EOS (1).
-
-Any processor not listed here is refused with a message.
+Per image the encoders, light buffers and media budgets need its pixel tensor, a ``(3,)`` grid
+whose product is the number of pixel items (rows packs and cuts slice) and its placeholder
+tokens; each family gives them from the processor, and from the image size alone where its rule
+is known. :func:`vision_family` picks the family: patch grids (Qwen2/2.5/3-VL), tiles
+(InternVL), images (Gemma 3, PaliGemma), split tiles (Idefics3); any other processor is refused.
+Layouts per family: docs/howto/conversations.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Light media buffers: exact placeholder counts from image headers, pixels decoded later.
 
-A packing buffer of processed images is heavy: one 1024x768 image through a Qwen2-VL processor
-is 4,000 patch rows of 1,176 floats (18 MB). The packer only needs each document's *length*,
-and the length depends on the image only through its processed grid, which the processor
-computes from the image size alone (its ``smart_resize`` rule). :class:`MediaPlanner` reads the
-size from the header (``PIL.Image.open`` is lazy: no pixels are decoded), applies the
-processor's own rule and returns the grid. The pixels are decoded and processed later, for the
-members of a selected pack only (``postencode``). Example, the test processor (patch 14, merge
-2, 784..12544 pixels) and a 640x480 JPEG header::
-
-    smart_resize(480, 640, factor=28, min_pixels=784, max_pixels=12544) -> (84, 112)
-    grid (1, 6, 8) -> 48 patch rows -> 48 / 2**2 = 12 placeholder tokens
-
-A planned document holds a *row map* where the processed pixels will go: ``(rows, 1)`` int32,
-the index of the image each pixel row comes from (4 bytes a row instead of 4,704), so the
-over-long cut keeps the right images and :func:`kept_items` recovers them. The plan is exact
-only where the rule is the processor's: :meth:`MediaPlanner.for_processor` finds
-``smart_resize`` in the processor's module, checks it against the processor on probe images,
-and gives ``None`` otherwise (the encoders then decode in the buffer, as before).
-
-EXIF orientation: the encoders decode with :func:`~energon_pack.encoding.to_pil_image`, which
-does not apply it, so the header size is the decoded size (a test checks a rotated JPEG).
+The packer needs each document's length only, and that depends on an image only through its
+grid, which the processor computes from the image size (its ``smart_resize`` rule).
+:class:`MediaPlanner` reads the size from the header, applies the processor's own rule (checked
+against the processor on probe images) and returns the grid; a planned document holds a row map
+(the image of each future pixel row), and the pixels are processed for the members of a
+selected pack only. Example, patch 14, merge 2, a 640x480 JPEG: grid ``(1, 6, 8)``, 48 rows, 12
+placeholder tokens. Docs: docs/howto/light-media.md.
 """
 
 from __future__ import annotations
@@ -35,7 +21,7 @@ from typing import Any
 import torch
 
 from energon_pack.encoding._families import PatchGrids, SplitTiles, Tiles, vision_family
-from energon_pack.encoding._media import ProcessedMedia
+from energon_pack.encoding._media_processor import ProcessedMedia
 
 __all__ = [
     "MediaPlanner",

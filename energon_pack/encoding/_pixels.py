@@ -1,26 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """Pixel rows of an image written in place, bit-identical to a Qwen2-VL-style processor.
 
-The Qwen2-VL PIL image processor makes a new array at every step of a 1 MP image: resize
-(3 MB uint8), rescale (a 24 MB float64 copy, a second one for ``* scale``, a 12 MB float32
-cast), normalize (12 MB), patchify (24 MB: every patch twice, ``temporal_patch_size=2``),
-``np.concatenate`` (24 MB even for one image) and the torch conversion (24 MB): ~150 MB of
-short-lived arrays per image. Rescale and normalize are elementwise on uint8 values, so they
-are a 256-entry table per channel. :class:`FastPixels` resizes with the processor's rule and
-resample filter (PIL), looks the table up straight into the patch layout of a caller's
-``(rows, patch_dim)`` float32 tensor (the pack's own pixel rows, in light buffers) and copies
-the temporal duplicate: one 24 MB write and no other large array. Example, a 64x48 image with
-the test processor (patch 14, merge 2): resized 56x56, grid ``(1, 4, 4)``, 16 rows of 1,176::
+Rescale and normalize are elementwise on uint8 values, so they are a 256-entry table per channel:
+:class:`FastPixels` resizes with the processor's rule and filter (PIL) and looks the table up
+straight into the patch layout of a caller's ``(rows, patch_dim)`` float32 tensor, without the
+processor's intermediate arrays. It is checked against the processor on probe images at
+construction and is ``None`` on any difference. Memory figures: docs/benchmarks/media-buffer.md.
 
     fast = FastPixels.for_processor(make_image_processor())
     resized = fast.resize(pil)                # (56, 56, 3) uint8
     out = torch.empty(fast.rows(resized), fast.patch_dim)
     fast.write(resized, out)                  # == processor(images=[pil])["pixel_values"]
-
-Exact by construction (the same elementwise functions, the same PIL call) and checked:
-:meth:`FastPixels.for_processor` compares its rows with the processor's on probe images of
-random pixels (one of them transparent RGBA, converted by :func:`to_rgb`, the processor's own
-rule) and gives ``None`` (use the processor) on any difference.
 """
 
 from __future__ import annotations

@@ -1,29 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Packing statistics a user can read while training: fill, documents per pack, over-long events.
-
-Each task encoder owns one :class:`PackingStats` (``encoder.stats``). It counts what *this
-process* did: with ``num_workers=0`` that is the whole loader; with workers every worker process
-has its own copy (the encoder is forked into it), so the main process sees zeros. The figures
-reach the training loop on the items instead: every pack carries the
-:class:`~energon_pack.samples.PackingCounts` of its worker since that worker's previous pack
-(:meth:`PackingStats.take_counts`), every batch their sum (``batch.counts``), and summing them
-over the batches gives the loader's totals. They also reach the log (logger
-``energon_pack.stats``, one INFO line every ``log_every`` packs per process). Restoring a loader
-re-runs ``encode_sample`` on the samples of the packing buffer, so those samples are counted
-again after a restore; ``restore_sample`` counts nothing (see :func:`restoring_item`), and
-neither does the re-encoding a restore does to refill buffers (see :func:`rebuilding`).
-
-Samples that energon's error handler skips (a corrupt image, invalid UTF-8, an exception in
-``encode_document``) are counted too (``skipped``, with key and reason in ``skipped_samples``):
-the packing task encoders put :class:`~energon_pack.energon.counting_skips` in front of the
-loader's error handler.
-
-Worked example, pack size 8, two packs holding documents of lengths ``[5, 3]`` and ``[4]``::
+""":class:`PackingStats`: what one encoder did in this process (fill, documents per pack, drops,
+truncations, skips), logged on ``energon_pack.stats`` every ``log_every`` packs. With workers
+each process counts its own; every pack carries its worker's
+:class:`~energon_pack.samples.PackingCounts` since the previous pack and every batch their sum
+(``batch.counts``), so summing them gives the loader's totals. Docs: docs/howto/loss.md.
 
     stats.record_pack(doc_lengths=[5, 3], capacity=8)   # fill 1.0, 2 documents
     stats.record_pack(doc_lengths=[4], capacity=8)      # fill 0.5, 1 document
     stats.fill == 12 / 16 == 0.75; stats.documents_per_pack == 1.5
-    stats.last_fill == 0.5; stats.last_documents == 1
 """
 
 from __future__ import annotations
@@ -193,6 +177,10 @@ class PackingStats:
             "last_fill": self.last_fill,
             "last_documents": self.last_documents,
         }
+
+    def log_summary(self, owner: str) -> None:
+        """Log :meth:`summary` now at INFO on ``energon_pack.stats``, naming ``owner``."""
+        logger.info("energon_pack stats (%s): %s", owner, self.summary())
 
     def summary(self) -> str:
         """One line: ``packs=10 fill=97.3% docs/pack=4.20 truncated=1 split=0 dropped=2

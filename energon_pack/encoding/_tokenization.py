@@ -1,21 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Tokenizer handling shared by the encoders: load offline, add BOS and EOS/EOD, encode fast.
+"""Tokenizer handling shared by the encoders: load offline, add BOS and EOS/EOD, build documents.
 
-A document becomes ``[BOS] + tokenizer(text) + [EOD]``. ``EOD`` (end of document) is the EOS
-token unless ``eod_token_id`` names another one (some pretraining setups use a dedicated
-``<|endoftext|>``). With BOS=2, EOS=3 and ``"the cat" -> [6, 5]``::
-
-    DocumentTokenizer(tok).encode("the cat")                    -> [2, 6, 5, 3]
-    DocumentTokenizer(tok, add_bos=False).encode("the cat")     -> [6, 5, 3]
-    DocumentTokenizer(tok, add_eos=False).encode("the cat")     -> [2, 6, 5]
-
-:meth:`DocumentTokenizer.document` builds a whole document with its loss mask from a prompt
-(not trained on) and a target: ``document([9], [6, 5])`` -> tokens ``[2, 9, 6, 5, 3]``, loss
-mask ``F F T T T``. The encoders build every document through it.
-
-The EOD token is a prediction target (the model learns to end documents); BOS is not (nothing
-precedes it in the document). A tokenizer is a transformers tokenizer object or the path of a
-local tokenizer directory, loaded with ``local_files_only=True`` (no hub access at run time).
+A document is ``[BOS] + tokenizer(text) + [EOD]``; EOD is a target, BOS is not. With BOS=2,
+EOS=3 and ``"the cat" -> [6, 5]``: ``DocumentTokenizer(tok).encode("the cat") -> [2, 6, 5, 3]``;
+``document([9], [6, 5])`` -> tokens ``[2, 9, 6, 5, 3]``, loss mask ``F F T T T``. A tokenizer
+is a transformers tokenizer or a local directory (``local_files_only=True``).
 """
 
 from __future__ import annotations

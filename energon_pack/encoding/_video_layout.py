@@ -1,22 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Qwen3-VL's video layout: a timestamp and its own vision start/end per temporal patch.
 
-Qwen3-VL's processor (transformers 5.23, ``Qwen3VLProcessor.replace_video_token``) replaces the
-one video placeholder of the rendered text (inside the chat template's
-``<|vision_start|>...<|vision_end|>``) with, per temporal patch ``j`` of the video::
-
-    <{t_j:.1f} seconds><|vision_start|><|video_pad|>*n<|vision_end|>
-
-where ``n = h*w / merge**2`` and ``t_j`` is the mean time of the patch's frames
-(:func:`frame_timestamps`). :class:`TimestampedVideos` does the same on token ids: each video
-placeholder becomes its groups with one pad each (expanded to ``n`` afterwards by
-:func:`~energon_pack.encoding.expand_placeholders`), no loss on any of them. Example, a 3-frame
-video at 1 fps, grid ``(2, 4, 2)`` (2 tokens a frame)::
+As ``Qwen3VLProcessor.replace_video_token`` does on text, :class:`TimestampedVideos` replaces
+each video placeholder of the token ids with, per temporal patch, ``<{t:.1f} seconds>
+<|vision_start|><|video_pad|><|vision_end|>`` (the pad expanded later by
+:func:`~energon_pack.encoding.expand_placeholders`), no loss on any of them; ``t`` is
+:func:`frame_timestamps`'. A 3-frame video at 1 fps, grid ``(2, 4, 2)``::
 
     <vs> <vid> <ve>  ->  <vs> <0.5 seconds> <vs> <vid> <ve> <2.0 seconds> <vs> <vid> <ve> <ve>
-
-The timestamp ids are the tokenizer's for the text alone: the special tokens around it split
-the text, so it tokenizes the same in context (a test checks it against the processor).
 """
 
 from __future__ import annotations

@@ -41,7 +41,6 @@ from energon_pack.algorithms import MediaLoad, PackingSpec, pack_lengths
 from energon_pack.encoding import (
     PackingStats,
     apply_overlong_policy,
-    logger,
     resolve_light_media,
     warn_if_buffer_too_small,
 )
@@ -417,4 +416,4 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
     def log_stats(self) -> None:
         """Log this process's stats summary now (INFO on ``energon_pack.stats``)."""
-        logger.info("energon_pack stats (%s): %s", type(self).__name__, self.stats.summary())
+        self.stats.log_summary(type(self).__name__)

@@ -36,7 +36,6 @@ from energon_pack.encoding import (
     DocumentTokenizer,
     MediaProcessor,
     PatchGrids,
-    check_mrope,
     check_planned,
     high_bit_depth_modes,
     kept_items,
@@ -109,7 +108,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
                 "with the image tag, the caption as the answer), which lays out the family's "
                 "markers as its processor does."
             )
-        check_mrope(self.media.family, mrope)
+        self.media.check_mrope(mrope)
         self.mrope = mrope
         self.spatial_merge_size = self.media.merge_size
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)

@@ -27,7 +27,7 @@ Qwen3-VL videos (``video_timestamps=True``): as its processor does (transformers
 video placeholder inside ``<|vision_start|>...<|vision_end|>`` becomes one group per temporal
 patch, ``<{t:.1f} seconds><|vision_start|><|video_pad|>*n<|vision_end|>``, where ``t`` is the
 mean time of the patch's frames (frames as given, at the video's fps; see
-:func:`~energon_pack.encoding.frame_timestamps`). The video's span runs from its first frame's
+``frame_timestamps``). The video's span runs from its first frame's
 first placeholder to its last frame's last one (never cut), and ``video_grid_thw`` stays one row
 per video. A 3-frame video at 1 fps, grid ``(2, 4, 2)`` (2 tokens a frame)::
 
@@ -40,7 +40,7 @@ A conversation without any tag but with images gets the tags in front of its fir
 resume reproduce them.
 
 Light media buffers (``light_media``, on by default where exact): documents are planned from
-the media headers (:class:`~energon_pack.encoding.MediaPlanner`) and buffered as
+the media headers (``MediaPlanner``) and buffered as
 :class:`~energon_pack.samples.LightMultimodalDocument`; :meth:`materialize` decodes, augments
 and processes the media of selected packs' members only. Videos are planned when frames go
 through the image processor (no ``video_processor``); otherwise that sample is decoded in the
@@ -68,7 +68,6 @@ from energon_pack.encoding import (
     ProcessedMedia,
     TimestampedVideos,
     VideoTiming,
-    check_mrope,
     check_planned,
     expand_placeholders,
     high_bit_depth_modes,
@@ -200,7 +199,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             if video_timestamps  # with the start/end and video tokens (checked above)
             else None
         )
-        check_mrope(self.media.family, mrope)
+        self.media.check_mrope(mrope)
         self.mrope = mrope
         self.tokens_per_second = tokens_per_second
         self.default_fps = default_fps

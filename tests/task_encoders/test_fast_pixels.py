@@ -17,7 +17,8 @@ from megatron.energon import CaptioningSample, VQASample
 from PIL import Image
 from vlm_helpers import VLM_PACK_SIZE
 
-from energon_pack.encoding import FastPixels, MediaProcessor, PendingPixels
+from energon_pack.encoding import MediaProcessor
+from energon_pack.encoding._pixels import FastPixels, PendingPixels
 from energon_pack.samples import pack_documents
 from energon_pack.task_encoders import (
     CaptioningPackingTaskEncoder,

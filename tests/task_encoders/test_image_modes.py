@@ -14,7 +14,8 @@ import pytest
 import torch
 from PIL import Image
 
-from energon_pack.encoding import FastPixels, MediaProcessor, to_pil_image
+from energon_pack.encoding import MediaProcessor, to_pil_image
+from energon_pack.encoding._pixels import FastPixels
 from energon_pack.task_encoders import ConversationPackingTaskEncoder
 from energon_pack.testing import make_image_processor
 from energon_pack.tools import make_conversation_dataset, make_loader, sample_key

@@ -14,7 +14,8 @@ from megatron.energon import CaptioningSample, TaskEncoder, stateless
 from PIL import Image
 from vlm_helpers import VLM_PACK_SIZE
 
-from energon_pack.encoding import MediaPlanner, header_size, kept_items, row_map
+from energon_pack.encoding import kept_items
+from energon_pack.encoding._light_media import MediaPlanner, header_size, row_map
 from energon_pack.samples import LightCaptioningDocument, LightMultimodalDocument, pack_documents
 from energon_pack.task_encoders import (
     CaptioningPackingTaskEncoder,

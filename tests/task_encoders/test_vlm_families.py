@@ -10,7 +10,8 @@ import warnings
 import pytest
 from vlm_models import internvl_processor
 
-from energon_pack.encoding import PatchGrids, Tiles, vision_family
+from energon_pack.encoding import PatchGrids, vision_family
+from energon_pack.encoding._families import Tiles
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
 from energon_pack.testing import make_image_processor
 

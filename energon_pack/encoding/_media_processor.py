@@ -1,27 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Media for the multimodal encoders: images and video frames through a Qwen2-VL-style processor,
-and placeholder tokens expanded to the exact count the vision tower produces.
+"""Media for the multimodal encoders: images and video frames through a VLM processor, and
+placeholder tokens expanded to the exact count the vision tower produces.
 
-The language model sees ``t * h * w / merge**2`` placeholder tokens per image or video, where
-``(t, h, w)`` is the processor's patch grid. :class:`MediaProcessor` returns the pixel rows and
-grids; :func:`expand_placeholders` replaces each single placeholder token of a rendered
-conversation with that many copies (the loss mask gets ``False`` there) and records the spans.
-Example, one 64x48 image (grid ``(1, 4, 4)``, merge 2 -> 4 tokens)::
+:class:`MediaProcessor` returns pixel rows and grids (through ``FastPixels`` where it is
+bit-identical); :func:`expand_placeholders` replaces each placeholder token with that many
+copies (no loss on them) and records the spans. One 64x48 image, grid ``(1, 4, 4)``, merge 2::
 
     ids   <s> <user> <img> what ?      ->   <s> <user> <img> <img> <img> <img> what ?
     spans                                    [[2, 6]]
 
-Videos: a list of frames (PIL images, encoded bytes or tensors). With a transformers video
-processor (it needs torchvision) it is used as is; without one, each frame goes through the
-image processor and frames are grouped ``temporal_patch_size`` at a time into the same patch
-layout as ``Qwen2VLVideoProcessor`` (``(t, h/m, w/m, m, m, C, T, p, p)`` rows; an odd last
-frame is repeated). The pixels then differ from the video processor's only by the resize kernel
-(PIL's instead of torchvision's); the grid and the token count are the same.
-
-Images go through :class:`~energon_pack.encoding.FastPixels` where it is bit-identical to the
-processor (checked on probe images at construction): the processor's rows without its ~150 MB
-of intermediate arrays per 1 MP image; ``images(..., pending=True)`` leaves them unwritten
-(``PendingPixels``) for a pack to write into its own array. Video frames keep the processor.
+Videos without a transformers video processor go frame by frame through the image processor
+into the video processor's patch layout. Docs: docs/howto/light-media.md, docs/howto/vqa.md.
 """
 
 from __future__ import annotations
@@ -34,7 +23,7 @@ from typing import Any
 
 import torch
 
-from energon_pack.encoding._families import PatchGrids, vision_family
+from energon_pack.encoding._families import PatchGrids, check_mrope, vision_family
 from energon_pack.encoding._pixels import FastPixels, PendingPixels, to_rgb
 from energon_pack.samples import RowSource
 
@@ -49,7 +38,7 @@ __all__ = [
 
 def to_pil_image(image: Any, *, key: str) -> Any:
     """``image`` (encoded bytes, PIL image, or ``(C, H, W)`` tensor) as an RGB PIL image,
-    converted as the processor converts it (:func:`~energon_pack.encoding.to_rgb`: any PIL mode,
+    converted as the processor converts it (``to_rgb``: any PIL mode,
     transparency onto white)."""
     from PIL import Image
 
@@ -152,6 +141,10 @@ class MediaProcessor:
             if isinstance(self.family, PatchGrids)
             else None
         )
+
+    def check_mrope(self, mrope: bool) -> None:
+        """Raise ValueError when ``mrope=True`` is asked of a family with 1-D positions."""
+        check_mrope(self.family, mrope)
 
     @property
     def patch_dim(self) -> int:

@@ -5,7 +5,7 @@ A pack's ``pixel_values`` is its documents' rows one after the other. A document
 usually a tensor (copied, as ``torch.cat`` would), but may be a :class:`RowSource`: rows not
 written yet that write themselves into a slice of the pack's array. Light media buffers use it
 so that a packed image's pixels are written once, into the pack, with no per-document tensor
-(see ``energon_pack.encoding.PendingPixels``). Example::
+(see ``PendingPixels`` in ``energon_pack/encoding/_pixels.py``). Example::
 
     concat_rows([torch.ones(2, 4), pending])     # pending.shape == (3, 4)
     -> out = torch.empty(5, 4); out[:2] = 1; pending.write_into(out[2:5])

@@ -9,7 +9,7 @@ Run them in your own test suite against your own encoder and dataset; each raise
   each appear exactly once. Pack ``"a,b#0"`` + pack ``"b#1,c"`` covers samples ``a, b, c``.
 * :func:`assert_resume_identical`: save the loader state after ``k`` items, restore it into a
   fresh loader, and the rest of the epoch is identical (every field, tensors bit for bit, and
-  ``__restore_key__`` exactly: the product's ``EncodeMapDataset`` keeps the keys energon 7.4.1
+  ``__restore_key__`` exactly: the product's ``EncodeMapDataset`` keeps the keys energon
   would number one higher after a save that interrupts a split document).
 * :func:`assert_restore_sample_reproduces`: ``loader.restore_sample(item.__restore_key__)`` on a
   fresh loader rebuilds each item, in a shuffled order (so worker seeds cannot leak between
@@ -20,7 +20,7 @@ counted while the item was made, a record of the run rather than the item's cont
 ``restore_sample`` rebuilds an item with zero counts; summed over the items before a save and
 after the restore, the counts equal the uninterrupted run's (tests/task_encoders/test_crash_resume.py).
 A save at any point of a ``repeat=False`` epoch resumes exactly, late saves included (the
-product's ``SourceEndGuard`` avoids energon 7.4.1's replay of a finished reader's share).
+product's ``SourceEndGuard`` avoids energon's replay of a finished reader's share).
 
 ``make_loader`` arguments are zero-argument callables that build a *fresh* loader with the same
 arguments each time (see :func:`energon_pack.tools.make_loader`).
@@ -134,7 +134,7 @@ def assert_same_item(a: Any, b: Any, *, what: str = "item", loose_keys: bool = F
     :data:`RUN_RECORD_FIELDS`.
 
     ``loose_keys``: compare ``__restore_key__`` by shape only (for loaders without
-    energon-pack's ``EncodeMapDataset``, where energon 7.4.1 numbers some keys one higher).
+    energon-pack's ``EncodeMapDataset``, where energon numbers some keys one higher).
     """
     _equal(a, b, what, loose_keys)
 

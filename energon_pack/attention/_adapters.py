@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Kernel adapters: :class:`DocumentMetadata` in the vocabulary of each attention kernel.
 
-flash-attn varlen, Megatron-Core ``PackedSeqParams`` (THD), FlexAttention ``BlockMask``, the
-dense mask, and a transformers model's kwargs (:func:`hf_kwargs`, checked by ``check_model``).
-All describe the batch flattened row-major to ``(B * L, ...)``: the slots tile it, so padding
-never reaches a real token. The batch methods (``batch.flash_attn_kwargs()``, ...) forward
-here. Per-kernel table: ``docs/concepts/metadata.md``.
+All describe the batch flattened row-major to ``(B * L, ...)``, which the slots tile; the batch
+methods (``batch.flash_attn_kwargs()``, ...) forward here. See ``docs/concepts/metadata.md``.
 """
 
 from __future__ import annotations
@@ -139,24 +136,20 @@ def hf_kwargs(
     token_type_ids: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """Kwargs for ``model(**...)`` of a transformers model: ``input_ids``, ``position_ids``,
-    ``labels`` (:func:`hf_labels`) and per ``attn_implementation`` a bool mask (``"sdpa"``), an
-    additive one (``"eager"``), a ``BlockMask`` (``"flex_attention"``) or flash's
-    ``cu_seq_lens_q/k`` and ``max_length_q/k``.
-
-    ``config`` is required: the model (or ``model.config``) makes the kwargs exact for that
-    architecture, checked by :func:`check_model` (cached): masks per layer type, bidirectional
-    blocks, the model's own positions, or :class:`PackingNotExactError` naming the mechanism.
-    ``config=None`` opts out: every layer gets the document-causal mask, unchecked, exact only
-    for causal full-attention models.
+    ``labels`` (:func:`hf_labels`) and per ``attn_implementation`` a bool mask (sdpa), an
+    additive one (eager), a ``BlockMask`` (flex) or flash's ``cu_seq_lens_q/k``, ``max_length_q/k``.
 
     Args:
         meta: the batch's document metadata.
-        tokens: ``(B, L)`` int64 token ids (``input_ids``).
+        tokens: ``(B, L)`` int64 token ids.
         labels: ``(B, L)`` aligned targets; None: no labels.
-        attn_implementation: one of ``sdpa``, ``eager``, ``flex_attention``,
-            ``flash_attention_2``, ``flash_attention_3``, as the model was loaded.
+        attn_implementation: as the model was loaded (sdpa, eager, flex_attention,
+            flash_attention_2 or _3).
         mask_dtype: dtype of the eager additive mask.
-        config: the model or its config (None: full attention only, unchecked).
+        config: required: the model (or ``model.config``), checked by :func:`check_model`,
+            which makes the masks and positions exact for it or raises
+            :class:`PackingNotExactError`; None: the document-causal mask for every layer,
+            unchecked (exact only for causal full-attention models).
         token_type_ids: ``(B, L)`` as the model's processor makes them, for models whose
             mask reads them (Gemma 3 VLM, PaliGemma); not passed on.
     """

@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """What packing has to do for a model, and what it refuses, from the config alone.
 
-:func:`config_report` reads the layer types and their windows / chunks, rope limits, what
-attends both ways and the model's own positions into a :class:`ModelReport`, and raises
-:class:`PackingNotExactError` for what no mask makes exact (state carried along the row,
-encoder-decoders, rope or temperature limits a pack can pass, ALiBi, chunks or image blocks
-with flash-attn). The list with reasons: ``docs/howto/kernels.md``.
+:func:`config_report` reads layer types, windows, chunks, rope limits, bidirectional blocks
+and positions into a :class:`ModelReport`, or raises :class:`PackingNotExactError` for what no
+mask makes exact. The refusals and their reasons: ``docs/howto/kernels.md``.
 """
 
 from __future__ import annotations
@@ -50,15 +48,12 @@ class ModelReport:
     model_type: str
     #: The attention implementation checked (``"sdpa"``, ``"eager"``, ...).
     attn_implementation: str
-    #: Per decoder layer, its type: ``full_attention`` / ``sliding_attention`` /
-    #: ``chunked_attention`` or a non-attention type (``linear_attention``, ``conv``, ...).
+    #: Per decoder layer: ``full_attention``, ``sliding_attention`` or ``chunked_attention``.
     layer_types: tuple[str, ...]
     #: The restriction of each attention layer type present (window / chunk inside a document).
     local: dict[str, LocalAttention]
     #: rope types in use (``"default"``, ``"yarn"``, ...); empty for models without rope.
     rope_types: tuple[str, ...]
-    #: Non-attention layer types present (``"linear_attention"``, ``"conv"``, ...).
-    hybrid_layers: tuple[str, ...] = ()
     #: The model's base forward takes ``attention_mask`` as a mapping per layer type.
     accepts_mask_mapping: bool = False
     #: Pack size checked against, when given.
@@ -95,20 +90,22 @@ _PADDING_IDX_POSITIONS = ("roberta", "xlm-roberta", "camembert", "data2vec-text"
 
 
 @functools.cache
-def _switches_on_is_decoder(config_class: type) -> bool:
-    """Whether the base model of ``config_class`` is causal only with ``is_decoder=True``."""
+def _base_model_source(config_class: type, method: str | None = None) -> str:
+    """Source of the base model class of ``config_class`` (or of its ``method``); '' if none."""
     auto = importlib.import_module("transformers.models.auto.modeling_auto")
     try:
-        return "self.config.is_decoder" in inspect.getsource(auto.MODEL_MAPPING[config_class])
+        model_class = auto.MODEL_MAPPING[config_class]
+        return inspect.getsource(getattr(model_class, method) if method else model_class)
     except (KeyError, TypeError, OSError):
-        return False
+        return ""
 
 
 def _bidirectional(outer: Any, config: Any, impl: str) -> str | None:
     """What attends both ways in a document (None: causal), or PackingNotExactError."""
     outer_type, model_type = getattr(outer, "model_type", ""), getattr(config, "model_type", "")
     kind = {"gemma3": "image_tokens", "paligemma": "prefix"}.get(outer_type)
-    encoder = not getattr(config, "is_decoder", True) and _switches_on_is_decoder(type(config))
+    encoder = not getattr(config, "is_decoder", True)
+    encoder = encoder and "self.config.is_decoder" in _base_model_source(type(config))
     if kind is None and (encoder or getattr(config, "use_bidirectional_attention", False)):
         kind = "document"
     if kind is None:
@@ -186,18 +183,6 @@ def _rope_parameters(config: Any) -> list[dict[str, Any]]:
     if "rope_type" in params:
         return [params]
     return [p for p in params.values() if isinstance(p, dict)]
-
-
-@functools.cache
-def _forward_takes_mapping(config_class: type) -> bool:
-    """Whether the base model of ``config_class`` accepts ``attention_mask`` as a dict."""
-    auto = importlib.import_module("transformers.models.auto.modeling_auto")
-    try:
-        model_class = auto.MODEL_MAPPING[config_class]
-        source = inspect.getsource(model_class.forward)
-    except (KeyError, TypeError, OSError):
-        return False
-    return "attention_mask, dict)" in source
 
 
 def _check_hybrid(hybrid: list[str]) -> None:
@@ -291,7 +276,7 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
     both_ways = bidirectional == "document"
     local = {t: _local_of(config, t, pack_size, both_ways) for t in present}
     _check_flash_chunks(impl, local, pack_size)
-    accepts = _forward_takes_mapping(type(outer))
+    accepts = "attention_mask, dict)" in _base_model_source(type(outer), "forward")
     offset, padding_idx = _positions(outer, config)
     report = ModelReport(
         model_type=getattr(config, "model_type", type(config).__name__),

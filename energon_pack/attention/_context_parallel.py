@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Context parallelism on THD rows: the positions each CP rank holds (load-balanced split).
 
-As Transformer Engine's ``thd_get_partitioned_indices``: each slot of ``cu_seqlens_padded``
-is cut into ``2 * CP`` equal chunks and rank ``r`` takes chunks ``r`` and ``2 * CP - 1 - r``,
-so every slot must be a multiple of ``2 * CP`` tokens (``alignment=2 * cp_size``).
-``PackedSeqParams`` stay global. See ``docs/howto/trainers.md``.
+Transformer Engine's ``thd_get_partitioned_indices`` in plain torch; see
+``docs/howto/trainers.md``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """transformers' flash-attention route on CPU, with a PyTorch reference in place of the kernel.
 
-Under :func:`emulated_flash` a model builds with ``attn_implementation="flash_attention_2"``
-(or ``"_3"``) without flash-attn, and :func:`varlen_attention` (flash-attn 2's contract:
-bottom-right causal, inclusive ``window_size``, ``softcap``, sinks) replaces the kernel;
-everything between the model and the kernel stays transformers' code, so ``check_model``
+Everything between the model and the kernel stays transformers' code, so ``check_model``
 proves the route (it caught GPT-J and GPT-Neo dropping ``cu_seq_lens``), not the kernel.
 """
 
@@ -68,7 +65,9 @@ def varlen_attention(
 ) -> torch.Tensor:
     """``flash_attn_varlen_func`` in PyTorch: q ``(total_q, H, D)``, offsets int32 ``(N + 1,)``.
 
-    Tokens no sequence of ``cu_seqlens_q`` covers come out NaN (the kernel leaves them unset).
+    flash-attn 2's contract: causal aligned bottom-right, ``window_size`` inclusive (-1:
+    unbounded), ``softcap``, sinks (``s_aux``); a sequence longer than ``max_seqlen`` raises,
+    tokens no sequence covers come out NaN (the kernel leaves them unset).
     """
     scale = softmax_scale if softmax_scale is not None else q.shape[-1] ** -0.5
     cu_q, cu_k = [int(x) for x in cu_seqlens_q], [int(x) for x in cu_seqlens_k]

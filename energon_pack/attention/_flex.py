@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """FlexAttention ``BlockMask`` of packed rows, from tile-level bounds (no ``L x L`` object).
 
-Slot indices never decrease along a row, so whether a query tile and a key tile share a pair
-(or every pair: a "full" tile, where the kernel skips the mask function) follows from each
-tile's first and last slot; a window or chunks (``LocalAttention``) and bidirectional blocks
-narrow or widen that. The result equals ``create_block_mask`` (tested); see
+Slot indices never decrease along a row, so each tile's first and last slot tell which tiles
+hold a pair (or only pairs: "full"). Equal to ``create_block_mask`` (tested); see
 ``docs/concepts/metadata.md``.
 """
 

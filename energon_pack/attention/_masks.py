@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Document-causal masks, optionally inside a sliding window or chunks (one per layer type).
+"""Document-causal masks, optionally within a sliding window or chunks (one per layer type).
 
-A query may attend a key of its own slot at or before it; a window ``W`` (transformers'
-meaning: the query and the ``W - 1`` tokens before it) and chunks ``C`` (``position // C``
-equal, counted from the document's first token) are measured inside the document, as
-transformers measures them for the document alone. Dense, FlexAttention ``mask_mod`` and
-flash-attn forms; see ``docs/howto/kernels.md``.
+Windows and chunks are measured inside the document, as transformers measures them for the
+document alone: dense, FlexAttention ``mask_mod`` and flash-attn forms. See
+``docs/howto/kernels.md``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The attention kwargs and positions a transformers model needs, given its ``ModelReport``.
 
-transformers uses a given 4-D mask (or ``BlockMask``) as is for every layer, so a model with
-sliding-window or chunked layers gets one restricted mask, or a mapping per layer type where
-its forward takes one; flash-attn gets varlen offsets and applies each layer's window inside
-each document. Positions follow the model (PaliGemma from 1, RoBERTa from ``padding_idx + 1``).
-See ``docs/howto/kernels.md``.
+One mask, or a mapping per layer type where the forward takes one, or flash's varlen offsets;
+positions as the model makes them for a document alone. See ``docs/howto/kernels.md``.
 """
 
 from __future__ import annotations
@@ -17,43 +14,13 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask
 
 from energon_pack.attention._compat import ModelReport
-from energon_pack.attention._flex import DEFAULT_BLOCK_SIZE, block_causal_block_mask
-from energon_pack.attention._masks import (
-    FULL_ATTENTION,
-    LocalAttention,
-    additive_mask,
-    document_causal_mask,
-)
+from energon_pack.attention._flex import block_causal_block_mask
+from energon_pack.attention._masks import LocalAttention, additive_mask, document_causal_mask
 from energon_pack.attention._metadata import DocumentMetadata, bidirectional_blocks
 
-__all__ = ["hf_attention_mask", "hf_model_kwargs", "local_attention_mask"]
+__all__ = ["hf_attention_mask", "hf_model_kwargs"]
 
 Mask = torch.Tensor | BlockMask
-
-
-def local_attention_mask(
-    seq_idx: torch.Tensor,
-    attn_implementation: str,
-    local: LocalAttention = FULL_ATTENTION,
-    *,
-    blocks: torch.Tensor | None = None,
-    block_size: int = DEFAULT_BLOCK_SIZE,
-    mask_dtype: torch.dtype = torch.float32,
-) -> Mask:
-    """One layer type's mask in the form ``attn_implementation`` reads: ``"sdpa"`` the
-    ``(B, 1, L, L)`` bool mask, ``"eager"`` the same additive in ``mask_dtype``,
-    ``"flex_attention"`` a ``BlockMask``."""
-    if attn_implementation == "flex_attention":
-        return block_causal_block_mask(seq_idx, block_size=block_size, local=local, blocks=blocks)
-    mask = document_causal_mask(seq_idx, local, blocks)
-    if attn_implementation == "eager":
-        return additive_mask(mask, mask_dtype)
-    if attn_implementation == "sdpa":
-        return mask
-    raise ValueError(
-        f"no dense or Flex mask for attn_implementation {attn_implementation!r}; "
-        "flash-attn takes cu_seq_lens instead"
-    )
 
 
 def hf_attention_mask(
@@ -61,20 +28,24 @@ def hf_attention_mask(
     seq_idx: torch.Tensor,
     *,
     blocks: torch.Tensor | None = None,
-    block_size: int = DEFAULT_BLOCK_SIZE,
     mask_dtype: torch.dtype = torch.float32,
 ) -> Mask | dict[str, Mask] | None:
-    """The ``attention_mask`` kwarg for the model of ``report``: one mask, a mapping per layer
-    type (layer types sharing one restriction share one mask object), or None for flash."""
+    """The ``attention_mask`` kwarg for the model of ``report``: per layer type a bool mask
+    (sdpa), an additive one in ``mask_dtype`` (eager) or a ``BlockMask`` (flex); one mask, or a
+    mapping per layer type where they differ (layer types of one restriction share one
+    object); None for flash."""
     impl = report.attn_implementation
     if impl.startswith("flash_attention"):
         return None
     built: dict[LocalAttention, Mask] = {}
     for local in report.local.values():
-        if local not in built:
-            built[local] = local_attention_mask(
-                seq_idx, impl, local, blocks=blocks, block_size=block_size, mask_dtype=mask_dtype
-            )
+        if local in built:
+            continue
+        if impl == "flex_attention":
+            built[local] = block_causal_block_mask(seq_idx, local=local, blocks=blocks)
+        else:
+            mask = document_causal_mask(seq_idx, local, blocks)
+            built[local] = additive_mask(mask, mask_dtype) if impl == "eager" else mask
     if not report.needs_mapping:
         return next(iter(built.values()))
     return {layer_type: built[local] for layer_type, local in report.local.items()}

@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """mRoPE 3-row (temporal, height, width) position ids of one document, Qwen2-VL style.
 
-Matches ``Qwen2VLModel.get_rope_index`` of transformers 5.x on one unpadded document (tested):
-text advances the three rows together; an image or video run of grid ``(t, h, w)`` (before the
-spatial merge ``m``) spans ``t * (h/m) * (w/m)`` tokens at ``start + (t_i * interval, h_i,
-w_i)`` and the text after it starts at ``start + max(h/m, w/m)``; padding continues the text
-count. Qwen3-VL's timestamped videos split into per-frame runs (:func:`frame_runs`). See
+Matches ``Qwen2VLModel.get_rope_index`` on one unpadded document (tested); Qwen3-VL's
+timestamped videos split into per-frame runs (:func:`frame_runs`). See
 ``docs/concepts/metadata.md``.
 """
 

@@ -1,12 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Accept a model for packing only when packing is verified for it, else refuse.
 
-:func:`check_model` reads the config (``_compat``), then accepts what is left only when the
-family matrix lists its class, implementation and features (``verified.json``, written by
-``tests/benchmarks/model_matrix.py --write``) or when a tiny random copy of its class gives
-the same logits and loss packed as each document alone (1e-5, float32; flash through
-``_flash_reference``, FlexAttention uncompiled). Verdicts are cached. See
-``docs/howto/kernels.md``.
+Verified means: listed by the family matrix (``verified.json``, written by
+``tests/benchmarks/model_matrix.py --write``), or a tiny random copy of the model's class gives
+the same logits and loss packed as each document alone. See ``docs/howto/kernels.md``.
 """
 
 from __future__ import annotations

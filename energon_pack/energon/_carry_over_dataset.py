@@ -36,7 +36,7 @@ __all__ = ["CarryOverPackingDataset", "build_carry_over_dataset"]
 class CarryOverPackingDataset(PostencodePackingDataset):
     """energon's ``PackingDataset`` whose under-filled groups return to the reading buffer.
 
-    With a ``sample_encoder`` (light media buffers: ``postencode_document``) energon runs it on
+    With a ``sample_encoder`` (light media buffers: the encoder's ``_postencode``) energon runs it on
     the members of emitted packs only; carried samples stay as selected (planned, no pixels) in
     ``_carry_buffer`` and in the saved state, and ``restore_sample`` is
     :class:`PostencodePackingDataset`'s.
@@ -221,7 +221,7 @@ def build_carry_over_dataset(
 
     Call it from ``build_batch`` and pass ``packing_buffer_size=None`` to energon's
     ``build_batch`` for the rest (batching, ``encode_batch``). ``sample_encoder`` (a stateless
-    method of ``task_encoder``, e.g. ``postencode_document`` for light media buffers) runs on
+    method of ``task_encoder``, e.g. ``_postencode`` for light media buffers) runs on
     each member of an emitted pack, never on a carried sample.
 
     Raises:

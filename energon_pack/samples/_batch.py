@@ -1,25 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Batches of packs: tokens, labels and one :class:`DocumentMetadata` for all rows.
-
-``PackedTextBatch.from_packs`` stacks packs into ``(B, L)`` rows, padding each row at the end
-(to the longest pack, to ``pad_to``, or up to a multiple). The tail padding joins the row's last
-document slot (positions continue, segment id 0, label -100), so every kernel sees one
-consistent layout. Example, packs ``[3, 2]`` and ``[4]`` tokens, ``pad_to=6``::
+"""Batches of packs: ``(B, L)`` rows (each padded at the end; the tail padding joins the row's
+last document slot) and one :class:`~energon_pack.attention.DocumentMetadata` for all rows,
+with adapters in each kernel's vocabulary. Packs ``[3, 2]`` and ``[4]``, ``pad_to=6``::
 
     row 0: a a a b b p     segment_ids 1 1 1 2 2 0   position_ids 0 1 2 0 1 2
     row 1: c c c c p p     segment_ids 1 1 1 1 0 0   position_ids 0 1 2 3 4 5
-    cu_seqlens        [0, 3, 5, 9]          (real lengths, int32)
-    cu_seqlens_padded [0, 3, 6, 12]         (offsets in the flattened (B * L,) batch, int32)
+    cu_seqlens [0, 3, 5, 9]     cu_seqlens_padded [0, 3, 6, 12]     (int32)
 
-The layout lives in ``batch.metadata`` (read-only shortcuts: ``batch.position_ids``,
-``batch.cu_seqlens``, ...). Adapters, forwarded to :mod:`energon_pack.attention`:
-``flash_attn_kwargs()``, ``packed_seq_params()``, ``hf_kwargs(...)``, ``block_mask()``,
-``dense_mask()``. Only ``dense_mask()`` (and the sdpa/eager ``hf_kwargs``) builds an ``L x L``
-object. A modality's batch type adds its fields in ``modality_fields`` and names the pack type
-it collates (``pack_type``), which registers it: ``collate_packs(packs)`` then picks it.
-
-The module is over 300 lines because the two batch types keep read-only shortcuts to their
-metadata (``batch.position_ids`` and nine more, a line each) beside ``from_packs``.
+A batch type names the pack type it collates (``pack_type``) and adds its fields in
+``modality_fields``; ``collate_packs`` picks it. See docs/concepts/metadata.md.
 """
 
 from __future__ import annotations
@@ -43,16 +32,24 @@ from energon_pack.attention import (
     packed_seq_params,
 )
 from energon_pack.samples._counts import PackingCounts
+from energon_pack.samples._encoded import VideoFields
 from energon_pack.samples._packed import (
     IGNORE_INDEX,
-    IMAGE_FIELDS,
     PackedCaptioningSample,
+    PackedImageFields,
+    PackedMultimodalSample,
     PackedTextSample,
     concat_media,
+    token_types,
 )
 from energon_pack.samples._types import TypeRegistry
 
-__all__ = ["PackedCaptioningBatch", "PackedTextBatch", "collate_packs"]
+__all__ = [
+    "PackedCaptioningBatch",
+    "PackedMultimodalBatch",
+    "PackedTextBatch",
+    "collate_packs",
+]
 
 #: Batch types by the pack type they collate (filled by ``pack_type`` class attributes).
 BATCH_TYPES = TypeRegistry("pack")
@@ -226,6 +223,9 @@ class PackedTextBatch(Batch):
             tokens[r, : p.length] = p.tokens
             labels[r, : p.length] = p.labels
         sources = [s for p in packs for s in (p.__sources__ or ())]
+        types = token_types(
+            packs, [r * length for r in range(len(packs))], labels.numel(), "pack", "batch"
+        )
         return cls(
             __key__=[p.__key__ for p in packs],
             __restore_key__=(),
@@ -240,7 +240,7 @@ class PackedTextBatch(Batch):
             ),
             sample_keys=[list(p.sample_keys) for p in packs],
             counts=PackingCounts.total(p.counts for p in packs),
-            token_type_ids=_stack_token_types(packs, length),
+            token_type_ids=None if types is None else types.view(len(packs), length),
             **cls.modality_fields(packs, length),
         )
 
@@ -299,21 +299,11 @@ BATCH_TYPES.register(PackedTextSample, PackedTextBatch)
 
 
 @edataclass
-class PackedCaptioningBatch(PackedTextBatch):
-    """A batch of captioning packs."""
+class PackedCaptioningBatch(PackedImageFields, PackedTextBatch):
+    """A batch of captioning packs: images in row-major pack order, spans in the flattened
+    ``(B * L,)`` batch, mRoPE ids ``(3, B, L)``."""
 
-    #: Collates captioning packs (registers this type for them).
     pack_type: ClassVar[type[PackedTextSample]] = PackedCaptioningSample
-
-    #: (num_patches, patch_dim) float32, all images of the batch in row-major pack order.
-    pixel_values: torch.Tensor
-    #: (num_images, 3) int64 (t, h, w) patch grid per image.
-    image_grid_thw: torch.Tensor
-    #: (num_images, 2) int64 [start, end) spans in the flattened (B * L,) batch
-    #: (row = start // L).
-    image_spans: torch.Tensor
-    #: (3, B, L) int64 mRoPE positions (padding continues the count), or None.
-    mrope_position_ids: torch.Tensor | None = None
 
     @classmethod
     def modality_fields(  # type: ignore[override]
@@ -321,7 +311,7 @@ class PackedCaptioningBatch(PackedTextBatch):
     ) -> dict[str, Any]:
         """Images in row-major pack order, spans in batch coordinates, stacked mRoPE ids."""
         offsets = [r * length for r in range(len(packs))]
-        fields = concat_media(packs, offsets, *IMAGE_FIELDS)
+        fields = concat_media(packs, offsets, cls.image_fields)
         return {**fields, "mrope_position_ids": _stack_mrope(packs, length)}
 
     def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
@@ -330,6 +320,39 @@ class PackedCaptioningBatch(PackedTextBatch):
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         kwargs.update(image_kwargs(self.pixel_values, self.image_grid_thw))
+        if self.mrope_position_ids is not None:
+            kwargs["position_ids"] = self.mrope_position_ids
+        return kwargs
+
+
+@edataclass
+class PackedMultimodalBatch(VideoFields, PackedCaptioningBatch):
+    """A batch of multimodal packs; ``hf_kwargs`` passes only the media the batch has."""
+
+    pack_type: ClassVar[type[PackedTextSample]] = PackedMultimodalSample
+
+    @classmethod
+    def modality_fields(  # type: ignore[override]
+        cls, packs: Sequence[PackedMultimodalSample], length: int
+    ) -> dict[str, Any]:
+        """Images and videos in row-major pack order, spans in batch coordinates, mRoPE ids."""
+        fields = PackedCaptioningBatch.modality_fields(packs, length)
+        offsets = [r * length for r in range(len(packs))]
+        fields.update(concat_media(packs, offsets, cls.video_fields))
+        fields["video_second_per_grid"] = torch.cat([p.video_second_per_grid for p in packs])
+        return fields
+
+    def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
+        """Text kwargs, the images when the batch has some (:func:`image_kwargs`),
+        ``pixel_values_videos`` / ``video_grid_thw`` when it has videos, and the (3, B, L)
+        mRoPE ``position_ids`` when built."""
+        # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
+        kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
+        if len(self.image_grid_thw):
+            kwargs.update(image_kwargs(self.pixel_values, self.image_grid_thw))
+        if len(self.video_grid_thw):
+            kwargs["pixel_values_videos"] = self.pixel_values_videos
+            kwargs["video_grid_thw"] = self.video_grid_thw
         if self.mrope_position_ids is not None:
             kwargs["position_ids"] = self.mrope_position_ids
         return kwargs
@@ -364,22 +387,6 @@ def _stack_mrope(packs: Sequence[PackedCaptioningSample], length: int) -> torch.
         # padding continues the count after the row's largest position
         mrope[:, r, n:] = p.mrope_position_ids.max() + 1 + torch.arange(length - n)
     return mrope
-
-
-def _stack_token_types(packs: Sequence[PackedTextSample], length: int) -> torch.Tensor | None:
-    """(B, L) token types, 0 on tail padding; None if no pack has them."""
-    missing = [p.__key__ for p in packs if p.token_type_ids is None]
-    if len(missing) == len(packs):
-        return None
-    if missing:
-        raise ValueError(
-            f"pack {missing[0]!r} has no token_type_ids but other packs of the batch do; "
-            "give every document token_type_ids"
-        )
-    out = torch.zeros(len(packs), length, dtype=torch.int64)
-    for r, p in enumerate(packs):
-        out[r, : p.length] = p.token_type_ids
-    return out
 
 
 def _check_packs(cls: type[PackedTextBatch], packs: Sequence[PackedTextSample]) -> None:

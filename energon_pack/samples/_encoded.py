@@ -1,20 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Encoded documents: what a task encoder's ``encode_sample`` returns, ready to be packed.
-
-One document is its token ids and a loss mask that says which tokens are prediction targets.
-Example, a prompt/answer pair where only the answer is trained on::
-
-    tokens     <s>  Q   ?   A   !  </s>
-    loss_mask   F   F   F   T   T   T      (tokens[0] is never a target, whatever the mask says)
-
-A captioning document adds the image processor's output and the ``[start, end)`` span of each
-image's placeholder tokens in ``tokens`` (``image_grid_thw`` in the Qwen2-VL convention).
-
-Every document type says which token spans hold media (:meth:`EncodedSample.media_spans`, no cut
-may fall inside one) and how to cut itself (:meth:`EncodedSample.slice`), so the over-long policy
-needs no knowledge of the types. A captioning document ``0 1 [2 3 4 5] 6 7 [8 9] 10`` (images
-of 16 and 8 pixel rows) sliced to ``[6, 11)`` is ``6 7 [8 9] 10`` with span ``[2, 4)``, grid
-``[[1, 2, 4]]`` and the second image's 8 rows.
+"""Encoded documents (what ``encode_sample`` returns) and the media fields that documents, packs
+and batches share, declared once. A document says which token spans hold media (no cut may fall
+inside one) and how to cut itself, so the over-long policy needs no knowledge of the types.
+See docs/concepts/packing.md.
 """
 
 from __future__ import annotations
@@ -25,7 +13,7 @@ from typing import Any, ClassVar
 import torch
 from megatron.energon import Sample, edataclass
 
-__all__ = ["EncodedCaptioningSample", "EncodedSample"]
+__all__ = ["EncodedCaptioningSample", "EncodedMultimodalSample", "EncodedSample"]
 
 
 @edataclass
@@ -53,8 +41,7 @@ class EncodedSample(Sample):
     @property
     def media_load(self) -> tuple[int, int]:
         """``(media placeholder tokens, images + videos)``: what the media budgets of
-        :class:`~energon_pack.algorithms.PackingSpec` count; ``(0, 0)`` for text. A document
-        type with media overrides it (captioning: ``(256, 1)`` for one 256-token image)."""
+        :class:`~energon_pack.algorithms.PackingSpec` count; ``(0, 0)`` for text."""
         return 0, 0
 
     def media_spans(self) -> torch.Tensor:
@@ -91,16 +78,53 @@ class EncodedSample(Sample):
         return dataclasses.replace(self, **changes)
 
 
-@edataclass
-class EncodedCaptioningSample(EncodedSample):
-    """One tokenized document with images."""
+@dataclasses.dataclass(kw_only=True)
+class ImageFields:
+    """The image fields of documents, packs and batches (a mixin: put it first in the bases).
 
-    #: (num_patches, patch_dim) float32, image processor output (all images of this sample).
+    Rows and grids are in item order (a batch: row-major pack order); spans are token offsets
+    in the document, the pack, or the flattened ``(B * L,)`` batch (row = start // L).
+    """
+
+    __slots__ = ()
+    #: The fields ``concat_media`` / ``slice_media`` join or cut: rows, grid, spans.
+    image_fields: ClassVar[tuple[str, str, str]] = ("pixel_values", "image_grid_thw", "image_spans")
+
+    #: (rows, patch_dim) float32 image processor output of all images (Qwen-VL patch rows; other
+    #: families: their processor's pixel layout, see ``image_kwargs``).
     pixel_values: torch.Tensor
     #: (num_images, 3) int64 (t, h, w) in patches before the spatial merge (Qwen2-VL convention).
     image_grid_thw: torch.Tensor
-    #: (num_images, 2) int64 [start, end) of each image's placeholder tokens in ``tokens``.
+    #: (num_images, 2) int64 [start, end) of each image's placeholder tokens.
     image_spans: torch.Tensor
+
+
+@dataclasses.dataclass(kw_only=True)
+class VideoFields:
+    """The video fields of multimodal documents, packs and batches (Qwen2-VL convention; a
+    mixin like :class:`ImageFields`)."""
+
+    __slots__ = ()
+    video_fields: ClassVar[tuple[str, str, str]] = (
+        "pixel_values_videos",
+        "video_grid_thw",
+        "video_spans",
+    )
+
+    #: (video_rows, patch_dim) float32 video processor output of all videos, in order.
+    pixel_values_videos: torch.Tensor
+    #: (num_videos, 3) int64 (t, h, w) patch grid per video, before the spatial merge.
+    video_grid_thw: torch.Tensor
+    #: (num_videos, 2) int64 [start, end) of each video's placeholder tokens.
+    video_spans: torch.Tensor
+    #: (num_videos,) float32 seconds per temporal patch (temporal_patch_size / fps;
+    #: ``second_per_grid_ts`` in transformers).
+    video_second_per_grid: torch.Tensor
+
+
+@edataclass
+class EncodedCaptioningSample(ImageFields, EncodedSample):
+    """One tokenized document with images."""
 
     @property
     def num_media_tokens(self) -> int:
@@ -110,8 +134,8 @@ class EncodedCaptioningSample(EncodedSample):
 
     @property
     def media_load(self) -> tuple[int, int]:
-        """``(num_media_tokens, items in media_spans)``, for images and (subtypes) videos; a
-        light document's spans are final, so it gives the numbers of the materialized one."""
+        """``(num_media_tokens, items in media_spans)``; a light document's spans are final, so
+        it gives the numbers of the materialized one."""
         return self.num_media_tokens, len(self.media_spans())
 
     def media_spans(self) -> torch.Tensor:
@@ -121,24 +145,46 @@ class EncodedCaptioningSample(EncodedSample):
     def slice_fields(self, start: int, end: int) -> dict[str, Any]:
         """Tokens, and the images inside ``[start, end)`` (rows, grids, spans re-based)."""
         fields = EncodedSample.slice_fields(self, start, end)
-        pixels, grid, spans, _ = slice_media(
-            self.pixel_values, self.image_grid_thw, self.image_spans, start, end
-        )
-        fields.update(pixel_values=pixels, image_grid_thw=grid, image_spans=spans)
+        rows, grid, spans, _ = slice_media(self, self.image_fields, start, end)
+        fields.update(zip(self.image_fields, (rows, grid, spans)))
+        return fields
+
+
+@edataclass
+class EncodedMultimodalSample(VideoFields, EncodedCaptioningSample):
+    """One tokenized document with 0..n images and 0..n videos (text-only: zero of each)."""
+
+    @property
+    def num_media_tokens(self) -> int:
+        """Image plus video placeholder tokens of the document."""
+        return media_tokens(self.tokens, self.image_spans, self.video_spans)
+
+    def media_spans(self) -> torch.Tensor:
+        """Image and video spans, ``(num_images + num_videos, 2)`` int64, by start."""
+        spans = torch.cat([self.image_spans.view(-1, 2), self.video_spans.view(-1, 2)])
+        return spans[torch.argsort(spans[:, 0], stable=True)].to(torch.int64)
+
+    def slice_fields(self, start: int, end: int) -> dict[str, Any]:
+        """Tokens, the images and the videos inside ``[start, end)``, each in order."""
+        fields = EncodedCaptioningSample.slice_fields(self, start, end)
+        rows, grid, spans, kept = slice_media(self, self.video_fields, start, end)
+        fields.update(zip(self.video_fields, (rows, grid, spans)))
+        fields["video_second_per_grid"] = self.video_second_per_grid.view(-1)[kept]
         return fields
 
 
 def slice_media(
-    rows: torch.Tensor, grid_thw: torch.Tensor, spans: torch.Tensor, start: int, end: int
+    doc: Any, names: tuple[str, str, str], start: int, end: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
-    """The media items whose spans lie in ``[start, end)``: ``(rows, grids, spans - start, kept)``.
+    """The media items (fields ``names``: rows, grid, spans) whose spans lie in ``[start, end)``:
+    ``(rows, grids, spans - start, kept)``.
 
-    ``rows`` holds ``t*h*w`` rows per item, in item order (pixels, or a light row map);
-    ``kept`` are the kept items' indices. Items at ``[2, 6)`` and ``[8, 10)`` with grids
-    ``(1, 4, 4)`` and ``(1, 2, 4)``, cut to ``[6, 11)``: rows ``16:24``, grid ``[[1, 2, 4]]``,
-    spans ``[[2, 4]]``, kept ``[1]``.
+    Rows are ``t*h*w`` per item (pixels, or a light row map); ``kept`` are the kept items'
+    indices. Items at ``[2, 6)`` and ``[8, 10)`` with grids ``(1, 4, 4)`` and ``(1, 2, 4)``, cut
+    to ``[6, 11)``: rows ``16:24``, grid ``[[1, 2, 4]]``, spans ``[[2, 4]]``, kept ``[1]``.
     """
-    grid = torch.as_tensor(grid_thw).view(-1, 3)
+    rows, grid, spans = (getattr(doc, n) for n in names)
+    grid = torch.as_tensor(grid).view(-1, 3)
     spans = torch.as_tensor(spans, dtype=torch.int64).view(-1, 2)
     kept = [i for i, (s, e) in enumerate(spans.tolist()) if s >= start and e <= end]
     if len(kept) == len(grid) and start == 0:
@@ -147,3 +193,15 @@ def slice_media(
     parts = [rows[offsets[i] : offsets[i + 1]] for i in kept]
     kept_rows = torch.cat(parts) if parts else rows[:0]
     return kept_rows, grid[kept], spans[kept] - start, kept
+
+
+def media_tokens(tokens: torch.Tensor, image_spans: Any, video_spans: Any) -> int:
+    """Placeholder tokens in the spans. A span may hold text between its placeholders (a
+    Qwen3-VL video's timestamps, Idefics3's tile markers): a span that starts and ends with the
+    same token counts that token only; any other span counts its length."""
+    spans = torch.cat([image_spans.view(-1, 2), video_spans.view(-1, 2)])
+    n = int((spans[:, 1] - spans[:, 0]).sum())
+    for s, e in spans.tolist():
+        if e - s > 1 and tokens[s] == tokens[e - 1]:
+            n -= int((tokens[s:e] != tokens[s]).sum())
+    return n

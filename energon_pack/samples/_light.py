@@ -1,40 +1,39 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Light documents: what a light media buffer holds instead of processed pixels.
-
-A light document is an encoded document whose tokens, loss mask, spans and grids are final
-(planned from the media headers, see :mod:`energon_pack.encoding`), whose ``pixel_values``
-(and ``pixel_values_videos``) are a *row map* (``(rows, 1)`` int32: the index of the media item
-each future pixel row comes from), and which keeps the media as the sample gave them (encoded
-bytes, usually). The encoder's ``postencode`` turns it into the ordinary document with pixels,
-for the members of a selected pack only. A 1 MP JPEG document holds ~200 KB of bytes and a
-5,184-row map (20 KB) instead of 24 MB of float32 patches::
-
-    LightCaptioningDocument(tokens=[<s> <img>*4 a cat </s>], image_grid_thw=[[1, 4, 4]],
-                            pixel_values=[[0]]*16, images=[b"\\xff\\xd8..."])
+"""Light documents: what a light media buffer holds instead of processed pixels. Tokens, spans
+and grids are final (planned from the media headers); the pixel fields are a *row map*
+(``(rows, 1)`` int32, the media item each future row comes from) and the media stay as the
+sample gave them until the encoder's ``materialize``. See docs/howto/light-media.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self
 
 from megatron.energon import edataclass
 
-from energon_pack.samples._encoded import EncodedCaptioningSample
-from energon_pack.samples._multimodal import EncodedMultimodalSample
+from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedMultimodalSample
 
-T_light = TypeVar("T_light")
+__all__ = ["LightCaptioningDocument", "LightMultimodalDocument"]
 
-__all__ = [
-    "LightCaptioningDocument",
-    "LightMultimodalDocument",
-    "light_document",
-    "materialized",
-]
+
+class _Light:
+    """``planned`` / ``materialized``: to and from the base document type (the first base)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def planned(cls, doc: Any, **media: Any) -> Self:
+        """``doc`` (planned: row maps as pixels) as this light type, keeping ``media``."""
+        return cls(**_planned_fields(doc), **media)
+
+    def materialized(self, **pixels: Any) -> Any:
+        """This document as its base document type, with the processed ``pixels`` fields."""
+        return type(self).__bases__[0](**{**_planned_fields(self), **pixels})
 
 
 @edataclass
-class LightCaptioningDocument(EncodedCaptioningSample):
+class LightCaptioningDocument(EncodedCaptioningSample, _Light):
     """A captioning document planned from its image header; ``pixel_values`` is a row map."""
 
     ready_to_pack: ClassVar[bool] = False
@@ -44,7 +43,7 @@ class LightCaptioningDocument(EncodedCaptioningSample):
 
 
 @edataclass
-class LightMultimodalDocument(EncodedMultimodalSample):
+class LightMultimodalDocument(EncodedMultimodalSample, _Light):
     """A multimodal document planned from its media headers; pixel fields are row maps."""
 
     ready_to_pack: ClassVar[bool] = False
@@ -55,22 +54,6 @@ class LightMultimodalDocument(EncodedMultimodalSample):
     videos: list[list[Any]]
 
 
-#: The media fields a light document adds to its base type.
-_MEDIA_FIELDS = ("images", "videos")
-
-
-def _fields(doc: Any) -> dict[str, Any]:
-    return {
-        f.name: getattr(doc, f.name) for f in dataclasses.fields(doc) if f.name not in _MEDIA_FIELDS
-    }
-
-
-def light_document(cls: type[T_light], doc: Any, **media: Any) -> T_light:
-    """``doc`` (planned: row maps as pixels) as a light ``cls`` that keeps ``media``."""
-    return cls(**_fields(doc), **media)
-
-
-def materialized(doc: Any, **pixels: Any) -> Any:
-    """The light ``doc`` as its base document type, with the processed ``pixels`` fields."""
-    base = type(doc).__bases__[0]
-    return base(**{**_fields(doc), **pixels})
+def _planned_fields(doc: Any) -> dict[str, Any]:
+    skip = ("images", "videos")
+    return {f.name: getattr(doc, f.name) for f in dataclasses.fields(doc) if f.name not in skip}

@@ -1,31 +1,23 @@
 # SPDX-License-Identifier: Apache-2.0
 """Packs: documents concatenated into one sequence, with aligned labels and reset positions.
 
-Labels are *aligned targets*: ``labels[i]`` is the token that position ``i`` must predict, i.e.
-``tokens[i + 1]`` of the same document, or -100 where there is none (the last position of every
-document, masked targets, alignment padding). No document ever predicts the next one's first
-token. Example, documents ``[5, 6, 7]`` and ``[8, 9]`` (all targets in the loss), alignment 1::
+``labels[i]`` is the token position ``i`` must predict (``tokens[i + 1]`` of the same document)
+or -100; no document predicts the next one's first token. Documents ``[5, 6, 7]`` and
+``[8, 9]``::
 
     tokens        5     6     7     8     9
     labels        6     7  -100     9  -100
     position_ids  0     1     2     0     1
-    doc_lengths   [3, 2]
 
-With ``alignment=4`` each document is padded to a multiple of 4 (``doc_lengths_padded=[4, 4]``)
-with ``pad_token_id``, label -100, and positions that continue the document's count. Packs are
-unpadded at the end; ``collate_packs`` pads rows to a common length.
-
-Each pack type builds itself: ``PackedTextSample.from_documents(docs)``,
-``PackedCaptioningSample.from_documents(docs, mrope=True)``. A modality's pack type adds its
-fields in ``modality_fields`` and names the document type it holds (``document_type``), which
-registers it: ``pack_documents(docs)`` then picks it from the documents' type.
-
-The module is a little over 300 lines because the text and captioning pack types share the
-concatenation of documents and media rows that every pack type builds on.
+With ``alignment=4`` each document is padded to a multiple of 4 (label -100, positions
+continue). A pack type names the document type it holds (``document_type``) and adds its fields
+in ``modality_fields``; ``pack_documents`` picks it from the documents' type. See
+docs/concepts/packing.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple, Self
@@ -34,16 +26,27 @@ import numpy as np
 import torch
 from megatron.energon import Sample, edataclass
 
-from energon_pack.attention import aligned_lengths, mrope_position_ids, position_ids_from_lengths
+from energon_pack.attention import (
+    aligned_lengths,
+    frame_runs,
+    mrope_position_ids,
+    position_ids_from_lengths,
+)
 from energon_pack.samples._counts import PackingCounts
-from energon_pack.samples._encoded import EncodedCaptioningSample, EncodedSample
+from energon_pack.samples._encoded import (
+    EncodedCaptioningSample,
+    EncodedMultimodalSample,
+    EncodedSample,
+    ImageFields,
+    VideoFields,
+    media_tokens,
+)
 from energon_pack.samples._rows import concat_rows
 from energon_pack.samples._types import TypeRegistry
 
 __all__ = [
-    "IGNORE_INDEX",
-    "PackLayout",
     "PackedCaptioningSample",
+    "PackedMultimodalSample",
     "PackedTextSample",
     "pack_documents",
 ]
@@ -59,11 +62,8 @@ class PackLayout(NamedTuple):
     """Where the documents lie in a pack: lengths ``[3, 2]``, alignment 4 -> padded ``[4, 4]``,
     starts ``[0, 4]``."""
 
-    #: Real document lengths, in order.
     lengths: list[int]
-    #: Lengths after alignment padding.
     padded: list[int]
-    #: Offset of each document in the pack.
     starts: list[int]
 
 
@@ -114,18 +114,16 @@ class PackedTextSample(Sample):
         pad_token_id: int = 0,
         **options: Any,
     ) -> Self:
-        """Concatenate encoded documents into one pack of this type.
+        """Concatenate encoded documents (of this type's ``document_type``) into one pack.
 
         Args:
-            samples: the documents, in pack order (all of this type's ``document_type``).
+            samples: the documents, in pack order.
             alignment: pad every document to a multiple of this (2 * context-parallel size).
             pad_token_id: token id of alignment padding.
             **options: the modality's options (see :meth:`modality_fields`).
 
         ``__key__`` is the member keys joined by ``","``, ``__restore_key__=()`` (energon sets
-        it), ``__subflavors__`` the first member's, ``__sources__`` the members' (deduplicated,
-        in order). Example: documents ``[5, 6, 7]`` and ``[8, 9]`` give tokens
-        ``[5, 6, 7, 8, 9]``, labels ``[6, 7, -100, 9, -100]``.
+        it), ``__subflavors__`` the first member's, ``__sources__`` the members' (deduplicated).
         """
         lengths = _check_documents(cls, samples)
         padded = aligned_lengths(lengths, alignment)
@@ -143,7 +141,7 @@ class PackedTextSample(Sample):
             doc_lengths=lengths,
             doc_lengths_padded=padded,
             sample_keys=keys,
-            token_type_ids=_token_types(samples, layout),
+            token_type_ids=token_types(samples, layout.starts, sum(padded), "sample", "pack"),
             **cls.modality_fields(samples, layout, **options),
         )
 
@@ -163,21 +161,21 @@ class PackedTextSample(Sample):
 PACK_TYPES.register(EncodedSample, PackedTextSample)
 
 
-@edataclass
-class PackedCaptioningSample(PackedTextSample):
-    """One pack of captioning documents."""
+@dataclasses.dataclass(kw_only=True)
+class PackedImageFields(ImageFields):
+    """The image fields of packs and batches: a document's, plus the mRoPE positions."""
 
-    #: Holds captioning documents (registers this type for them).
-    document_type: ClassVar[type[EncodedSample]] = EncodedCaptioningSample
-
-    #: (num_patches, patch_dim) float32, pixel_values of all images of the pack, in pack order.
-    pixel_values: torch.Tensor
-    #: (num_images, 3) int64 (t, h, w) patch grid of each image, in pack order.
-    image_grid_thw: torch.Tensor
-    #: (num_images, 2) int64 [start, end) placeholder spans in the pack's token coordinates.
-    image_spans: torch.Tensor
-    #: (3, n) int64 mRoPE (temporal, height, width) positions reset per document, or None.
+    __slots__ = ()
+    #: mRoPE (temporal, height, width) positions reset per document, or None: (3, n) in a pack,
+    #: (3, B, L) in a batch (padding continues the count).
     mrope_position_ids: torch.Tensor | None = None
+
+
+@edataclass
+class PackedCaptioningSample(PackedImageFields, PackedTextSample):
+    """One pack of captioning documents: their images in pack order, spans in pack tokens."""
+
+    document_type: ClassVar[type[EncodedSample]] = EncodedCaptioningSample
 
     @classmethod
     def modality_fields(  # type: ignore[override]
@@ -188,9 +186,8 @@ class PackedCaptioningSample(PackedTextSample):
         mrope: bool = False,
         spatial_merge_size: int = 2,
     ) -> dict[str, Any]:
-        """Images in pack order, spans shifted to pack coordinates and, with ``mrope=True``, the
-        ``(3, n)`` mRoPE positions of each document (``spatial_merge_size``: the vision
-        tower's spatial merge)."""
+        """The images and, with ``mrope=True``, the ``(3, n)`` mRoPE positions of each document
+        (``spatial_merge_size``: the vision tower's spatial merge)."""
         mrope_ids = None
         if mrope:
             per_document = [
@@ -205,32 +202,125 @@ class PackedCaptioningSample(PackedTextSample):
             ]
             mrope_ids = torch.cat(per_document, dim=1)
         return {
-            **concat_media(samples, layout.starts, *IMAGE_FIELDS),
+            **concat_media(samples, layout.starts, cls.image_fields),
             "mrope_position_ids": mrope_ids,
         }
 
 
-#: The image fields of captioning documents, packs and batches, as ``concat_media`` names them.
-IMAGE_FIELDS = ("pixel_values", "image_grid_thw", "image_spans")
+@edataclass
+class PackedMultimodalSample(VideoFields, PackedCaptioningSample):
+    """One pack of multimodal documents: the images, then the videos, each in pack order.
+
+    mRoPE runs of a document are its images and videos in token order; a video's temporal row
+    steps by ``tokens_per_second * second_per_grid`` (Qwen2.5-VL; ``None``: by 1, Qwen2-VL).
+    """
+
+    document_type: ClassVar[type[EncodedSample]] = EncodedMultimodalSample
+
+    @classmethod
+    def modality_fields(  # type: ignore[override]
+        cls,
+        samples: Sequence[EncodedMultimodalSample],
+        layout: PackLayout,
+        *,
+        mrope: bool = False,
+        spatial_merge_size: int = 2,
+        tokens_per_second: float | None = None,
+    ) -> dict[str, Any]:
+        """Images and videos as the captioning pack joins images, and with ``mrope=True`` the
+        ``(3, n)`` positions of each document over its image and video runs."""
+        fields = PackedCaptioningSample.modality_fields(samples, layout)
+        fields.update(concat_media(samples, layout.starts, cls.video_fields))
+        fields["video_second_per_grid"] = torch.cat(
+            [s.video_second_per_grid.view(-1) for s in samples]
+        ).to(torch.float32)
+        if mrope:
+            per_document = []
+            for s, n, padded in zip(samples, layout.lengths, layout.padded):
+                spans, grids, intervals = _runs(s, tokens_per_second, spatial_merge_size)
+                per_document.append(
+                    mrope_position_ids(
+                        n,
+                        spans,
+                        grids,
+                        spatial_merge_size=spatial_merge_size,
+                        padded_length=padded,
+                        time_intervals=intervals,
+                    )
+                )
+            fields["mrope_position_ids"] = torch.cat(per_document, dim=1)
+        return fields
+
+    @property
+    def num_media_tokens(self) -> int:
+        """Image plus video placeholder tokens of the pack."""
+        return media_tokens(self.tokens, self.image_spans, self.video_spans)
+
+
+def _runs(
+    doc: EncodedMultimodalSample, tokens_per_second: float | None, merge: int
+) -> tuple[Any, Any, Any]:
+    """A document's image and video runs in token order: spans, grids, time intervals (a
+    Qwen3-VL video is one run per temporal patch, see ``frame_runs``)."""
+    videos = doc.video_grid_thw.view(-1, 3)
+    per_video = (
+        [1.0] * len(videos)
+        if tokens_per_second is None
+        else (doc.video_second_per_grid.view(-1) * tokens_per_second).tolist()
+    )
+    spans, grids = doc.image_spans.view(-1, 2).tolist(), doc.image_grid_thw.view(-1, 3).tolist()
+    intervals = [1.0] * len(grids)
+    for span, grid, interval in zip(doc.video_spans.view(-1, 2), videos, per_video):
+        runs, run_grids = frame_runs(doc.tokens, span, grid, spatial_merge_size=merge)
+        spans, grids = spans + runs, grids + run_grids
+        intervals += [interval] * len(runs)
+    spans = torch.tensor(spans, dtype=torch.int64).view(-1, 2)
+    grids = torch.tensor(grids, dtype=torch.int64).view(-1, 3)
+    order = torch.argsort(spans[:, 0], stable=True)
+    return spans[order], grids[order], [intervals[i] for i in order.tolist()]
 
 
 def concat_media(
-    members: Sequence[Any], offsets: Sequence[int], rows: str, grid: str, spans: str
+    members: Sequence[Any], offsets: Sequence[int], names: tuple[str, str, str]
 ) -> dict[str, torch.Tensor]:
-    """The media fields ``rows``, ``grid`` and ``spans`` of ``members`` joined in member order,
+    """The media fields ``names`` (rows, grid, spans) of ``members`` joined in member order,
     each member's spans shifted by its offset (its start in a pack, ``row * L`` in a batch).
 
-    Spans come out int64 ``(k, 2)``, grids ``(k, 3)``. Two members with image spans ``[[1, 3]]``
-    and ``[[0, 2]]`` at offsets ``[0, 5]`` give ``image_spans [[1, 3], [5, 7]]``, their pixel
-    rows and grids concatenated in the same order. Rows not written yet (a light document's
-    ``PendingPixels``) are written straight into the joined array (:func:`concat_rows`).
+    Spans ``[[1, 3]]`` and ``[[0, 2]]`` at offsets ``[0, 5]`` give ``[[1, 3], [5, 7]]``. Rows
+    not written yet (a light document's ``PendingPixels``) are written straight into the joined
+    array (:func:`concat_rows`).
     """
+    rows, grid, spans = names
     shifted = [getattr(m, spans).view(-1, 2) + o for m, o in zip(members, offsets)]
     return {
         rows: concat_rows([getattr(m, rows) for m in members]),
         grid: torch.cat([getattr(m, grid).view(-1, 3) for m in members]),
         spans: torch.cat(shifted).to(torch.int64),
     }
+
+
+def token_types(
+    members: Sequence[Any], offsets: Sequence[int], size: int, member: str, container: str
+) -> torch.Tensor | None:
+    """The members' ``token_type_ids`` at their offsets in a ``(size,)`` int64 tensor, 0 on
+    padding; None when no member has them. All or none: one member without them is an error."""
+    missing = [m.__key__ for m in members if m.token_type_ids is None]
+    if len(missing) == len(members):
+        return None
+    if missing:
+        raise ValueError(
+            f"{member} {missing[0]!r} has no token_type_ids but others in its {container} do; "
+            "give every document token_type_ids (zeros for text-only ones)"
+        )
+    out = torch.zeros(size, dtype=torch.int64)
+    for m, start in zip(members, offsets):
+        if m.token_type_ids.shape != (m.length,):
+            raise ValueError(
+                f"{member} {m.__key__!r}: token_type_ids {tuple(m.token_type_ids.shape)} for "
+                f"{m.length} tokens; give one type per token"
+            )
+        out[start : start + m.length] = m.token_type_ids
+    return out
 
 
 def _check_documents(cls: type[PackedTextSample], samples: Sequence[EncodedSample]) -> list[int]:
@@ -277,8 +367,7 @@ def _aligned_labels(tokens: np.ndarray, loss_mask: np.ndarray, lengths: list[int
 def _tokens_and_labels(
     samples: Sequence[EncodedSample], layout: PackLayout, pad_token_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Concatenated tokens and aligned labels, alignment padding included."""
-    # NumPy for the per-token work: its small ops cost ~1 us where torch's cost ~5-10 us
+    """Concatenated tokens and aligned labels, alignment padding included (NumPy per token)."""
     tokens = torch.cat([s.tokens for s in samples]).numpy()
     mask = torch.cat([s.loss_mask for s in samples]).numpy()
     labels = _aligned_labels(tokens, mask, layout.lengths)
@@ -295,37 +384,13 @@ def _tokens_and_labels(
     return torch.from_numpy(tokens), torch.from_numpy(labels)
 
 
-def _token_types(samples: Sequence[EncodedSample], layout: PackLayout) -> torch.Tensor | None:
-    """The documents' ``token_type_ids`` at their pack offsets (0 on padding), or None."""
-    missing = [s.__key__ for s in samples if s.token_type_ids is None]
-    if len(missing) == len(samples):
-        return None
-    if missing:
-        raise ValueError(
-            f"sample {missing[0]!r} has no token_type_ids but other documents of its pack "
-            "do; give every document token_type_ids (zeros for text-only ones)"
-        )
-    out = torch.zeros(sum(layout.padded), dtype=torch.int64)
-    for s, start, n in zip(samples, layout.starts, layout.lengths):
-        if s.token_type_ids.shape != (n,):
-            raise ValueError(
-                f"sample {s.__key__!r}: token_type_ids {tuple(s.token_type_ids.shape)} for "
-                f"{n} tokens; give one type per token"
-            )
-        out[start : start + n] = s.token_type_ids
-    return out
-
-
 def pack_documents(
     samples: Sequence[EncodedSample], *, alignment: int = 1, pad_token_id: int = 0, **options: Any
 ) -> PackedTextSample:
-    """Pack documents into the pack type registered for their type (see ``PACK_TYPES``).
-
-    ``pack_documents([text_doc, ...])`` is ``PackedTextSample.from_documents(...)``;
-    captioning documents give a :class:`PackedCaptioningSample` (``mrope=True``,
-    ``spatial_merge_size=2`` are its options). Arguments as in
-    :meth:`PackedTextSample.from_documents`.
-    """
+    """Pack documents into the pack type registered for their type: text documents give a
+    :class:`PackedTextSample`, captioning ones a :class:`PackedCaptioningSample` (options
+    ``mrope``, ``spatial_merge_size``), ... Arguments as in
+    :meth:`PackedTextSample.from_documents`."""
     if len(samples) == 0:
         raise ValueError("pack_documents got no samples; a pack needs at least one document")
     pack_type = PACK_TYPES.lookup(type(samples[0])) or PackedTextSample

@@ -1,17 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Which container type holds which member type: pack types by document type, batch types by
-pack type. A new modality adds its types and they register themselves; no shared code changes.
-
-Each container class names its member type in a class attribute (``PackedTextSample
-.document_type``, ``PackedTextBatch.pack_type``); defining it registers the class. A lookup
-takes the nearest registered base of the member's type, so a pack subclass that only adds
-fields (``finalize_pack``) still collates as its base. Example::
-
-    docs = TypeRegistry("document")
-    docs.register(EncodedSample, PackedTextSample)
-    docs.register(EncodedCaptioningSample, PackedCaptioningSample)
-    docs.lookup(MyCaptioningDoc)       # -> PackedCaptioningSample (nearest registered base)
-    docs.check(PackedTextSample, [captioning_doc])   # ValueError: it would lose its images
+"""The one mapping from member type to container type: pack types by document type, batch types
+by pack type. A container class names its member type (``PackedCaptioningSample.document_type``,
+``PackedTextBatch.pack_type``) and so registers itself; a lookup takes the nearest registered
+base, so a pack subclass that only adds fields (``finalize_pack``) collates as its base.
 """
 
 from __future__ import annotations
@@ -23,10 +14,9 @@ __all__ = ["TypeRegistry"]
 
 
 class TypeRegistry:
-    """Container types by member type (see the module docstring)."""
+    """Container types by member type (``"document"`` or ``"pack"``, for messages)."""
 
     def __init__(self, member: str) -> None:
-        #: What a member is called in messages ("document", "pack").
         self.member = member
         self._types: dict[type, type] = {}
         # (container, member's type, member_type) -> fits; checks run once per pack and batch
@@ -42,11 +32,8 @@ class TypeRegistry:
         return next((self._types[t] for t in member_type.__mro__ if t in self._types), None)
 
     def check(self, container: type, members: Iterable[Any], member_type: type) -> None:
-        """Raise ValueError unless ``container`` can hold every member without losing fields.
-
-        A member fits when it is a ``member_type`` and ``container`` is (a subclass of) the
-        container registered for the member's own type.
-        """
+        """Raise ValueError unless each member is a ``member_type`` whose own registered
+        container is ``container`` or a base of it (so no field would be lost)."""
         for m in members:
             if self._fits.get((container, type(m), member_type)):
                 continue

@@ -1,29 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``PackingTaskEncoder``: the generic energon task encoder that packs; subclass it per task.
-
-A task needs one method, :meth:`PackingTaskEncoder.encode_document` (one sample in, one
-:class:`~energon_pack.samples.EncodedSample` or an iterable of them out). The base class owns
-the rest of energon's packing hooks and follows the rules packing needs on energon:
-
-1. ``encode_sample`` (a seeded, stateless generator): calls ``encode_document``, drops empty
-   documents (counted) and applies the over-long policy, so lengths are measured here, once.
-2. ``select_samples_to_pack``: measures ``len(tokens)`` and calls
-   :func:`energon_pack.algorithms.pack_lengths` with the configured algorithm. It only partitions:
-   the same objects come back, each exactly once, deterministically (no randomness).
-3. ``pack_selected_samples`` (stateless): ``pack_type.from_documents`` (the pack type, e.g.
-   :class:`~energon_pack.samples.PackedTextSample`, builds itself), then
-   :meth:`finalize_pack` (a hook for task-specific fields). Sets ``__key__`` (member keys joined
-   by ``","``), ``__subflavors__``, ``__sources__`` and ``sample_keys``; energon sets the restore key.
-4. ``batch`` (stateless): ``batch_type.from_packs``, rows padded to ``pack_size``.
-
-Worked example, ``pack_size=8``, buffer of documents ``a:5 b:3 c:6 d:2`` and the
-``best_fit_decreasing`` algorithm: bins ``[[c, d], [a, b]]`` -> packs ``"c,d"`` and ``"a,b"``,
-both 8/8 full. Use it with energon::
-
-    get_train_dataset(path, task_encoder=MyEncoder(pack_size=4096), packing_buffer_size=256, ...)
-
-The module is over 300 lines because it holds energon's whole packing hook set in one class
-(encode, select, pack, batch, post-encode, build_batch) beside the config that drives it.
+"""``PackingTaskEncoder``: the generic energon task encoder that packs; a task implements
+:meth:`~PackingTaskEncoder.encode_document` only. The base class owns energon's packing hooks:
+``encode_sample`` (seeded; drops empty documents, applies the over-long policy),
+``select_samples_to_pack`` (the configured algorithm; only partitions),
+``pack_selected_samples`` (``pack_documents``, then :meth:`~PackingTaskEncoder.finalize_pack`)
+and ``batch`` (``collate_packs``, rows padded to ``pack_size``). Media encoders override
+:meth:`~PackingTaskEncoder.materialize` for light media buffers. See docs/howto/custom-task.md.
 """
 
 from __future__ import annotations
@@ -32,7 +14,7 @@ import dataclasses
 import math
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from megatron.energon import TaskEncoder, stateless
 from megatron.energon.task_encoder.base import get_failure_tolerance, get_stateless
@@ -58,7 +40,13 @@ from energon_pack.energon import (
     seeded_stateless,
     without_shard_print,
 )
-from energon_pack.samples import EncodedSample, PackedTextBatch, PackedTextSample, PackingCounts
+from energon_pack.samples import (
+    EncodedSample,
+    PackedTextSample,
+    PackingCounts,
+    collate_packs,
+    pack_documents,
+)
 
 __all__ = ["PackingConfig", "PackingTaskEncoder"]
 
@@ -67,13 +55,9 @@ T_sample = TypeVar("T_sample")
 
 @dataclass(frozen=True, kw_only=True)
 class PackingConfig(PackingSpec):
-    """A :class:`~energon_pack.algorithms.PackingSpec` plus what only the encoders need.
-
-    Every packing knob (``pack_size``, ``algorithm``, ``max_samples_per_pack``, ``alignment``,
-    ``overlong``, ``carry_over``, ``step_packs``, ``max_media_tokens_per_pack``,
-    ``max_media_per_pack``) is the spec's, with its defaults and its
-    validation: ``PackingConfig(pack_size=4096, overlong="split", pad_token_id=0)``.
-    """
+    """A :class:`~energon_pack.algorithms.PackingSpec` (every packing knob, its defaults and
+    validation) plus what only the encoders need:
+    ``PackingConfig(pack_size=4096, overlong="split", pad_token_id=0)``."""
 
     #: Token id used to pad documents (alignment) and batch rows.
     pad_token_id: int = 0
@@ -105,12 +89,8 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         stats: :class:`~energon_pack.encoding.PackingStats` of this process.
     """
 
-    #: The pack type ``pack_selected_samples`` builds (``from_documents``); one per modality.
-    pack_type: ClassVar[type[PackedTextSample]] = PackedTextSample
-    #: The batch type ``batch`` builds (``from_packs``); one per modality.
-    batch_type: ClassVar[type[PackedTextBatch]] = PackedTextBatch
-    #: True when the buffer holds light documents (media planned, not decoded):
-    #: :meth:`postencode_document` then materializes each member of a selected pack.
+    #: True when the buffer holds light documents (media planned, not decoded): energon's
+    #: postencode then runs :meth:`materialize` on each member of a selected pack.
     light_media: bool = False
     #: Fingerprint entries (names or prefixes, e.g. ``{"packing.pack_size"}``, ``{"packing"}``,
     #: ``{"*"}``) that may differ between a saved loader state and the loader restoring it; set
@@ -156,10 +136,8 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     def encode_sample(self, sample: T_sample) -> Generator[EncodedSample, None, None]:
         """Encode, drop empty documents, apply the over-long policy (yields 0..n documents).
 
-        Seeded from the input sample's restore key, not energon's sample index: energon
-        resumes an interrupted generator under the wrong index (see ``SeedSource``). Under
-        ``overlong="error"`` an over-long sample stops the loader (``FatalOverlongSampleError``).
-        """
+        Seeded from the input sample's restore key, not energon's sample index (see
+        ``SeedSource``). Under ``overlong="error"`` an over-long sample stops the loader."""
         # The stats are looked up at each count: after a restore, energon re-runs an interrupted
         # generator up to where it stopped (counted before) and then on (counted now).
         self._stats_now().samples += 1
@@ -191,35 +169,19 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
             )
         return why is not None
 
-    @seeded_stateless(seed_from=SeedSource.RESTORE_KEY)
-    def postencode_document(self, doc: EncodedSample) -> EncodedSample:
-        """With ``light_media``: :meth:`materialize` one member of a selected pack.
+    def materialize(self, doc: EncodedSample, *, into_pack: bool = False) -> EncodedSample:
+        """Hook: a light document with its media decoded and processed (default: ``doc``).
 
-        energon runs it after selection, before ``pack_selected_samples``; it is seeded from the
-        member's restore key, so augmentations drawn there reproduce on resume and
-        ``restore_sample`` (see :mod:`energon_pack.energon` for the fix).
+        Runs seeded (from the member's restore key) on each member of a selected pack, with
+        ``into_pack=True``: pixel rows may then be left unwritten (a ``RowSource`` such as
+        ``PendingPixels``) for the pack to write straight into its own array.
         """
-        return self.materialize_for_pack(doc)
-
-    def materialize(self, doc: EncodedSample) -> EncodedSample:
-        """Hook: the document with its media decoded and processed (text encoders: ``doc``)."""
-        return self._materialized(doc, into_pack=False)
-
-    def materialize_for_pack(self, doc: EncodedSample) -> EncodedSample:
-        """:meth:`materialize` for a pack about to be built (what ``postencode`` runs).
-
-        An encoder may leave pixel rows unwritten here (a ``RowSource`` such as
-        ``PendingPixels``): ``pack_selected_samples`` writes them straight into the pack's
-        array, with no per-document copy. A subclass's own :meth:`materialize` runs as is.
-        """
-        if type(self).materialize is not PackingTaskEncoder.materialize:
-            return self.materialize(doc)  # a subclass's own materialize
-        return self._materialized(doc, into_pack=True)
-
-    def _materialized(self, doc: EncodedSample, *, into_pack: bool) -> EncodedSample:
-        """What the media encoders override: ``doc`` with its media decoded; ``into_pack``:
-        rows may be left for the pack to write. Default: ``doc`` (nothing to decode)."""
         return doc
+
+    @seeded_stateless(seed_from=SeedSource.RESTORE_KEY)
+    def _postencode(self, doc: EncodedSample) -> EncodedSample:
+        """energon's post-encode step (light media): :meth:`materialize` for the pack."""
+        return self.materialize(doc, into_pack=True)
 
     def _init_light_media(
         self, requested: bool | None, image_processor: Any, *, augmented: bool = False
@@ -261,8 +223,8 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
     @stateless
     def pack_selected_samples(self, samples: list[EncodedSample]) -> PackedTextSample:
-        """Concatenate the selected documents into one ``pack_type`` pack."""
-        pack = self.pack_type.from_documents(
+        """Concatenate the selected documents into the pack type registered for them."""
+        pack = pack_documents(
             samples,
             alignment=self.config.alignment,
             pad_token_id=self.config.pad_token_id,
@@ -288,7 +250,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         return pack
 
     def pack_options(self) -> dict[str, Any]:
-        """The modality's options of ``pack_type.from_documents`` (default: none)."""
+        """The modality's options of ``pack_documents`` (default: none)."""
         return {}
 
     def packed_length(self, sample: EncodedSample) -> int:
@@ -384,7 +346,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
                     dataset,
                     packing_buffer_size=packing_buffer_size,
                     worker_config=worker_config,
-                    sample_encoder=self.postencode_document,
+                    sample_encoder=self._postencode,
                 )
                 packing_buffer_size = None
         elif packing_buffer_size is not None:
@@ -396,7 +358,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
                 spec=self.config,
                 sample_length=self.packed_length,
                 # light: emitted members are materialized; carried ones stay planned
-                sample_encoder=self.postencode_document if self.light_media else None,
+                sample_encoder=self._postencode if self.light_media else None,
             )
             packing_buffer_size = None
         return super().build_batch(
@@ -409,8 +371,8 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
     @stateless
     def batch(self, samples: list[PackedTextSample]) -> Any:
-        """Collate packs into a ``batch_type`` batch with rows padded to ``pack_size``."""
-        return self.batch_type.from_packs(
+        """Collate packs into their batch type with rows padded to ``pack_size``."""
+        return collate_packs(
             samples, pad_to=self.config.pack_size, pad_token_id=self.config.pad_token_id
         )
 

@@ -1,33 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """``CaptioningPackingTaskEncoder``: image + caption (energon ``CaptioningSample``) into packs.
 
-Each sample becomes one document ``[BOS] <image>*k caption [EOD]``. The image goes through a
-transformers image processor (Qwen2-VL style: ``pixel_values`` of ``t*h*w`` patches and
-``image_grid_thw``); the number of placeholder tokens is measured from the grid, never
-estimated: ``k = t * h * w / merge_size**2``. A 64x48 image with ``min_pixels=28*28``,
-``max_pixels=112*112`` is resized to 56x56, grid ``(1, 4, 4)``, so ``k = 16 / 4 = 4``::
-
-    tokens     <s> <img> <img> <img> <img>  a   cat  </s>
-    loss_mask   F    F     F     F     F    T    T    T      (no loss on image tokens)
-    image_spans [[1, 5]]
-
-Images are decoded here, not by energon's decoder (``decoder = None``), so a broken image is a
-``ValueError`` naming the sample key inside ``encode_sample``: energon's error handler logs it
-and skips the sample, the loader goes on. Decoded inputs (PIL images or ``(C, H, W)`` tensors,
-when you set a decoder) are accepted too. Override :meth:`augment_image` for random
-augmentations: it runs seeded, so ``restore_sample`` and resume reproduce them.
-``mrope=True`` adds Qwen2-VL 3-row position ids to each pack.
-
-Light media buffers (``light_media``, on by default where exact): the buffer holds
-:class:`~energon_pack.samples.LightCaptioningDocument` (tokens planned from the image header
-with the processor's own resize rule, the encoded image bytes), and the image is decoded,
-augmented and processed in :meth:`materialize` for the members of selected packs only; packs
-are the same as with ``light_media=False`` (see docs/howto/light-media.md).
+Each sample becomes one document ``[BOS] <image>*k caption [EOD]``, the loss on the caption and
+EOD; ``k = t * h * w / merge_size**2`` from the processor's grid, never estimated. Images are
+decoded here (``decoder = None``), so a broken image is a ``ValueError`` naming the sample,
+which energon's error handler logs and skips. See docs/howto/captioning.md.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from megatron.energon import CaptioningSample
@@ -45,12 +27,6 @@ from energon_pack.samples import (
     EncodedCaptioningSample,
     EncodedSample,
     LightCaptioningDocument,
-    PackedCaptioningBatch,
-    PackedCaptioningSample,
-    PackedTextBatch,
-    PackedTextSample,
-    light_document,
-    materialized,
 )
 from energon_pack.task_encoders._base import PackingTaskEncoder
 
@@ -75,10 +51,6 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
 
     #: Raw bytes reach ``encode_sample``: images are decoded (and errors reported) there.
     decoder = None
-    #: Packs hold the images of their documents.
-    pack_type: ClassVar[type[PackedTextSample]] = PackedCaptioningSample
-    #: Batches hold the images of their packs.
-    batch_type: ClassVar[type[PackedTextBatch]] = PackedCaptioningBatch
 
     def __init__(
         self,
@@ -164,22 +136,20 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
             planned = self.media_planner.images([sample.image], key=key)
             if planned is not None:
                 doc = self._document(sample, planned.pixel_values, planned.grid_thw)
-                return light_document(LightCaptioningDocument, doc, images=[sample.image])
+                return LightCaptioningDocument.planned(doc, images=[sample.image])
             self.light_fallbacks += 1
         return self._document(sample, *self._processed([sample.image], key))
 
-    def _materialized(self, doc: EncodedSample, *, into_pack: bool) -> EncodedSample:
+    def materialize(self, doc: EncodedSample, *, into_pack: bool = False) -> EncodedSample:
         """A light document with its kept image(s) decoded, augmented and processed;
         ``into_pack``: the pixel rows left for the pack to write (``PendingPixels``) where
-        :attr:`fast_pixels` makes them (and neither hook is overridden)."""
+        :attr:`fast_pixels` makes them (and ``process_image`` is not overridden)."""
         if not isinstance(doc, LightCaptioningDocument):
             return doc
         images = [doc.images[i] for i in kept_items(doc.pixel_values)]
-        # into_pack: decoded and resized here, the rows written into the pack's own pixel array
-        # by pack_selected_samples (concat_rows): no per-document tensor, no copy.
         pixel_values, grid = self._processed(images, doc.__key__, pending=into_pack)
         check_planned(doc.image_grid_thw, grid, key=doc.__key__)
-        return materialized(doc, pixel_values=pixel_values)
+        return doc.materialized(pixel_values=pixel_values)
 
     def _document(
         self, sample: CaptioningSample, pixel_values: torch.Tensor, grid: torch.Tensor

@@ -1,32 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """``ConversationPackingTaskEncoder``: multi-turn conversations with any number of images and
-videos (LLaVA-style data), text-only conversations mixed in; loss on assistant turns only.
-
-Input samples are :class:`ConversationSample`. A crude dataset holding LLaVA records is cooked by
-:func:`cook_conversation`: the record is the sample's ``json`` (LLaVA's ``conversations`` of
-``{"from": "human" | "gpt" | "system", "value": ...}``, or ``messages`` of ``{"role",
-"content"}``), its images are the files ``img0.<ext>``, ``img1.<ext>``, ... of the sample and its
-videos the frame files ``vid0.f0000.<ext>``, ``vid0.f0001.<ext>``, ... (frames as an image
-sequence: no video decoder is needed). :func:`energon_pack.tools.make_conversation_dataset`
-writes such a dataset from a LLaVA JSON(L) and the image files. One record::
-
-    {"image": ["a.png", "b.png"],
-     "conversations": [{"from": "human", "value": "<image> <image> which is brighter"},
-                       {"from": "gpt", "value": "the first"}]}
-
-The same encoder takes energon's own sample types, so one loader can blend them with
-conversation datasets (one pack type for all):
-
-- ``VQASample`` / ``VidQASample``: a user turn (the image or video tag and the question) and an
-  assistant turn (the answer), as :class:`VQAPackingTaskEncoder` makes them;
-- ``InterleavedSample`` (``sequence`` of texts and images, as MMC4 / OBELICS documents): one
-  *text* document (:data:`~energon_pack.task_encoders.TEXT_ROLE`), the items in order joined by
-  :attr:`ConversationPackingTaskEncoder.interleaved_separator` (an image becomes its tag),
-  rendered ``[BOS] ... [EOD]`` without the chat template, the loss on every text token, none
-  on the images (the test tokenizer drops the ``\\n`` separators)::
-
-      sequence ["a cat", <png>, "on a mat"]  ->  <s> a cat <vs> <img>*4 <ve> on a mat </s>
-                                                  F  T  T   F     F     F  T  T  T   T
+videos (LLaVA-style data), text-only ones mixed in; loss on assistant turns only. A crude
+dataset of LLaVA records is cooked by :func:`cook_conversation` (the sample's ``json`` plus
+``imgN.<ext>`` images and ``vidN.fM.<ext>`` frames). energon's ``VQASample``, ``VidQASample``
+and ``InterleavedSample`` (one *text* document, loss on its text) blend in the same loader.
+See docs/howto/conversations.md.
 """
 
 from __future__ import annotations
@@ -54,7 +32,6 @@ __all__ = [
     "ConversationPackingTaskEncoder",
     "ConversationSample",
     "cook_conversation",
-    "interleaved_conversation",
     "normalize_conversation",
 ]
 

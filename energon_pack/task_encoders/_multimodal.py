@@ -1,57 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``MultimodalPackingTaskEncoder``: conversations whose turns reference images and videos.
+"""``MultimodalPackingTaskEncoder``: conversations whose turns reference images and videos; the
+engine of the VQA and conversation encoders.
 
-The shared engine of the VQA and conversation encoders. A conversation is a list of messages
-``{"role": "system" | "user" | "assistant", "content": str}``; ``<image>`` / ``<video>`` tags in
-the text mark where each image / video goes (in order). The encoder:
-
-1. replaces each tag with the placeholder text (``<|vision_start|><|image_pad|><|vision_end|>``
-   when the tokenizer has the vision start/end tokens, else the bare placeholder token);
-2. renders the conversation through the tokenizer's chat template (or, without one,
-   ``[BOS] turn turn ...`` with ``[EOD]`` after each assistant turn) and marks the loss on the
-   assistant turns only: each assistant turn is what ``messages[:i+1]`` renders beyond
-   ``messages[:i]`` with the generation prompt, which must be a prefix of it;
-3. processes the images and videos (:class:`~energon_pack.encoding.MediaProcessor`) and expands
-   each placeholder to exactly ``t*h*w / merge**2`` tokens, no loss on them.
-
-A document of one message of role ``"text"`` (:data:`TEXT_ROLE`: interleaved image-text data,
-not a chat) is rendered ``[BOS] content [EOD]`` without the chat template, the loss on its text.
-
-Example (the test tokenizer's template ``<|role|> text``, one 64x48 image -> 4 tokens)::
+A conversation is a list of messages ``{"role": "system" | "user" | "assistant", "content":
+str}``; ``<image>`` / ``<video>`` tags mark where each item goes (no tag at all: in front of
+the first user turn). The encoder replaces each tag with the family's placeholder text, renders
+the conversation through the tokenizer's chat template (or ``[BOS] turn turn ...`` without one),
+marks the loss on the assistant turns only, and expands each placeholder to exactly the
+processor's token count. A single message of role ``"text"`` (interleaved image-text data) is
+rendered ``[BOS] content [EOD]`` with the loss on its text. See docs/howto/conversations.md::
 
     user: "<image> what is it"     assistant: "a cat"
     <|user|> <img>*4 what is it <|assistant|> a cat </s>
        F       F     F    F  F       F        T  T   T      (loss_mask)
-
-Qwen3-VL videos (``video_timestamps=True``): as its processor does (transformers 5.23), the
-video placeholder inside ``<|vision_start|>...<|vision_end|>`` becomes one group per temporal
-patch, ``<{t:.1f} seconds><|vision_start|><|video_pad|>*n<|vision_end|>``, where ``t`` is the
-mean time of the patch's frames (frames as given, at the video's fps; see
-``frame_timestamps``). The video's span runs from its first frame's
-first placeholder to its last frame's last one (never cut), and ``video_grid_thw`` stays one row
-per video. A 3-frame video at 1 fps, grid ``(2, 4, 2)`` (2 tokens a frame)::
-
-    <vs> <0.5 seconds> <vs> <vid> <vid> <ve> <2.0 seconds> <vs> <vid> <vid> <ve> <ve>
-
-A conversation without any tag but with images gets the tags in front of its first user turn
-(LLaVA's convention). Tags and media that do not match are a ``ValueError`` naming the sample
-(energon's error handler logs and skips it). Override :meth:`augment_image` /
-:meth:`augment_video` for random augmentations: they run seeded, so ``restore_sample`` and
-resume reproduce them.
-
-Light media buffers (``light_media``, on by default where exact): documents are planned from
-the media headers (``MediaPlanner``) and buffered as
-:class:`~energon_pack.samples.LightMultimodalDocument`; :meth:`materialize` decodes, augments
-and processes the media of selected packs' members only. Videos are planned when frames go
-through the image processor (no ``video_processor``); otherwise that sample is decoded in the
-buffer (counted in ``light_fallbacks``). Images go through ``FastPixels`` where it is exact, in
-both modes (``MediaProcessor.images``, as in the captioning encoder); in light mode postencode
-(:meth:`materialize_for_pack`) leaves their rows for the pack to write into its own array.
-Videos keep the processor path (a tensor per document) in both modes.
-
-The module is over 300 lines because conversation rendering (chat template, assistant-turn
-masks), media placeholders and light-buffer materialization are one engine the VQA and
-conversation encoders share.
 """
 
 from __future__ import annotations
@@ -78,25 +39,18 @@ from energon_pack.samples import (
     EncodedMultimodalSample,
     EncodedSample,
     LightMultimodalDocument,
-    PackedMultimodalBatch,
-    PackedMultimodalSample,
-    PackedTextBatch,
-    PackedTextSample,
-    light_document,
-    materialized,
 )
 from energon_pack.task_encoders._base import PackingTaskEncoder
 from energon_pack.task_encoders._sft import _ids
 
-__all__ = ["TEXT_ROLE", "Message", "MultimodalPackingTaskEncoder"]
+__all__ = ["MultimodalPackingTaskEncoder"]
 
 T_sample = TypeVar("T_sample")
 
 #: One chat message: ``{"role": "user", "content": "<image> what is it"}``.
 Message = dict[str, str]
-#: The role of a document that is text to learn, not a chat (interleaved image-text data): it is
-#: rendered ``[BOS] content [EOD]`` without the chat template, with the loss on every text token
-#: and the EOD (never on media placeholders or the vision start/end tokens around them).
+#: The role of a document that is text to learn, not a chat (interleaved image-text data): the
+#: loss on every text token and the EOD (not on media or the vision start/end around them).
 TEXT_ROLE = "text"
 
 
@@ -116,8 +70,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         mrope: Add 3-row mRoPE position ids to each pack.
         tokens_per_second: Qwen2.5-VL's temporal scale for videos (``None``: step 1, Qwen2-VL).
         video_timestamps: Qwen3-VL's video layout: each temporal patch is its own
-            ``<{t:.1f} seconds><|vision_start|><|video_pad|>*n<|vision_end|>`` group (see the
-            module docstring); needs the vision start/end tokens. ``None``: when
+            ``<{t:.1f} seconds><|vision_start|><|video_pad|>*n<|vision_end|>`` group (see
+            docs/howto/conversations.md); needs the vision start/end tokens. ``None``: when
             ``video_processor`` is Qwen3-VL's (``Qwen3VLVideoProcessor``).
         default_fps: Frames per second of a video whose sample gives none.
         add_bos, add_eos, eod_token_id: Without a chat template, as in ``LLMPackingTaskEncoder``.
@@ -128,10 +82,6 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
 
     #: Raw bytes reach ``encode_sample``: media are decoded (and errors reported) there.
     decoder = None
-    #: Packs hold the images and videos of their documents.
-    pack_type: ClassVar[type[PackedTextSample]] = PackedMultimodalSample
-    #: Batches hold the images and videos of their packs.
-    batch_type: ClassVar[type[PackedTextBatch]] = PackedMultimodalBatch
     #: The tags that mark an image / a video in message text.
     image_tag: ClassVar[str] = "<image>"
     video_tag: ClassVar[str] = "<video>"
@@ -280,8 +230,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             if self._media_over_pack(doc):
                 continue
             if planned is not None:
-                doc = light_document(
-                    LightMultimodalDocument,
+                doc = LightMultimodalDocument.planned(
                     doc,
                     images=list(images),
                     videos=[list(v) for v in videos],
@@ -346,7 +295,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
                 f"sample {key!r}: the media processor failed ({type(e).__name__}: {e})."
             ) from e
 
-    def _materialized(self, doc: EncodedSample, *, into_pack: bool) -> EncodedSample:
+    def materialize(self, doc: EncodedSample, *, into_pack: bool = False) -> EncodedSample:
         """A light document with its kept images and videos decoded, augmented and processed;
         ``into_pack``: the image rows left for the pack to write (``PendingPixels``) where
         :attr:`fast_pixels` makes them; videos are processed here (a tensor)."""
@@ -358,8 +307,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         image_media, video_media = self._processed(images, videos, key, pending=into_pack)
         check_planned(doc.image_grid_thw, image_media.grid_thw, key=key)
         check_planned(doc.video_grid_thw, video_media.grid_thw, key=key)
-        return materialized(
-            doc,
+        return doc.materialized(
             pixel_values=image_media.pixel_values,
             pixel_values_videos=video_media.pixel_values,
         )

@@ -1,33 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """``VQAPackingTaskEncoder``: energon's ``VQASample`` (image, question, answers) and
-``VidQASample`` (video, question, answers) into packs.
-
-A VQA sample is a one-turn conversation: the user turn is the image tag and the question, the
-assistant turn the answer; the loss is on the answer only (and the end of the turn), never on
-the image tokens or the question::
-
-    <|user|> <img>*4 what colour ? <|assistant|> red </s>
-       F        F      F      F  F        F        T    T
-
-**One document per sample** by default (``answers="sample"``): when a sample lists several
-answers (VQAv2 has ten annotators), one is drawn with probability proportional to
-``answer_weights`` (uniform without weights), the way Megatron-LM's VQA encoder does. The draw
-runs seeded from the sample's restore key, so ``restore_sample`` and resume give the same
-answer, and each epoch sees the image once: a pack does not spend its vision budget on one image
-ten times. ``answers="first"`` takes the first answer; ``answers="all"`` makes one document per
-answer (keys ``key#a0``, ``key#a1``, ...), each with its own copy of the image tokens, for
-evaluation-style data where every answer must be trained on.
-
-A ``VidQASample`` is the same with the video tag: ``<video>\nquestion``. Its ``video`` arrives as
-the encoded file's bytes (``decoder = None``), energon's ``AVDecoder``, a frame list or a
-``(T, C, H, W)`` tensor (:func:`~energon_pack.encoding.video_frames`): a file is decoded whole by
-energon (PyAV, ``megatron-energon[av_decode]``) at its own fps, frames as they are.
-
-Images are decoded here (``decoder = None``): a broken image is a ``ValueError`` naming the key,
-which energon's error handler logs and skips. Questions and answers may arrive as bytes (a
-webdataset read without a decoder): ``answers`` and ``answer_weights`` bytes are parsed as JSON
-(a list or a single value); weights that are not one finite non-negative number per answer are
-a ``ValueError`` naming the sample.
+``VidQASample`` (video, question, answers) into packs: a one-turn conversation, the loss on the
+answer only. ``answers="sample"`` (default) draws one answer per sample, weighted by
+``answer_weights`` and seeded from the restore key; ``"first"`` takes the first; ``"all"`` makes
+one document per answer (keys ``key#a0``, ``key#a1``, ...). See docs/howto/vqa.md.
 """
 
 from __future__ import annotations
@@ -44,7 +20,7 @@ from megatron.energon import VidQASample, VQASample
 from energon_pack.encoding import video_frames
 from energon_pack.task_encoders._multimodal import Message, MultimodalPackingTaskEncoder
 
-__all__ = ["ANSWER_MODES", "VQAPackingTaskEncoder", "vqa_conversations", "vqa_media"]
+__all__ = ["VQAPackingTaskEncoder"]
 
 #: How a sample with several answers becomes documents (see the module docstring).
 ANSWER_MODES = ("sample", "first", "all")

@@ -2,8 +2,8 @@
 """Type registry: a new modality is a document type, a pack type and a batch type, nothing else.
 
 The QA types below stand for a modality added later (VQA, video conversations): they register
-themselves by naming what they hold, and ``pack_documents`` / ``collate_packs`` and the
-encoders' ``pack_type`` / ``batch_type`` use them without a change to shared code.
+themselves by naming what they hold, and ``pack_documents`` / ``collate_packs`` (which the
+encoders call) use them without a change to shared code.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from energon_pack.samples import (
     PackedCaptioningSample,
     PackedTextBatch,
     PackedTextSample,
-    PackLayout,
     collate_packs,
     pack_documents,
 )
+from energon_pack.samples._packed import PackLayout
 from energon_pack.samples._types import TypeRegistry
 
 

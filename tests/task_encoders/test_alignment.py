@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import torch
 
-from energon_pack.samples import IGNORE_INDEX, EncodedSample
+from energon_pack.samples import EncodedSample
+from energon_pack.samples._packed import IGNORE_INDEX
 from energon_pack.task_encoders import LLMPackingTaskEncoder
 from energon_pack.testing import make_document
 from energon_pack.tools import make_loader

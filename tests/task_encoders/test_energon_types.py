@@ -17,11 +17,8 @@ import torch
 from megatron.energon import InterleavedSample, VidQASample
 from vlm_helpers import png
 
-from energon_pack.task_encoders import (
-    ConversationPackingTaskEncoder,
-    VQAPackingTaskEncoder,
-    interleaved_conversation,
-)
+from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
+from energon_pack.task_encoders._conversation import interleaved_conversation
 from energon_pack.testing import IMAGE_TOKEN, assert_each_sample_once
 from energon_pack.tools import make_loader, prepare_dataset, sample_key
 from energon_pack.tools._datasets import _write_shards

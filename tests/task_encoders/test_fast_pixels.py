@@ -117,7 +117,7 @@ def test_pending_pixels_are_written_into_the_pack(tokenizer_dir, image_processor
     )
     planned = [d for s in samples for d in light.encode_sample(s)]
     docs = [d for s in samples for d in stock.encode_sample(s)]
-    for_pack = [light.materialize_for_pack(d) for d in planned]
+    for_pack = [light.materialize(d, into_pack=True) for d in planned]
     assert all(isinstance(d.pixel_values, PendingPixels) for d in for_pack)
     assert all(isinstance(light.materialize(d).pixel_values, torch.Tensor) for d in planned)
     assert_same_item(pack_documents(for_pack), pack_documents(docs))
@@ -133,7 +133,7 @@ def test_an_overridden_process_image_is_used(tokenizer_dir, image_processor) -> 
     sample = CaptioningSample(__key__="o", __restore_key__=(), image=noise(50, 50), caption="a")
     enc = OwnProcessing(tokenizer_dir, image_processor, pack_size=4096)
     (planned,) = list(enc.encode_sample(sample))
-    doc = enc.materialize_for_pack(planned)
+    doc = enc.materialize(planned, into_pack=True)
     expected = torch.as_tensor(image_processor(images=[noise(50, 50)])["pixel_values"]) + 1
     assert torch.equal(doc.pixel_values, expected)
 
@@ -158,8 +158,8 @@ class CountingConversations(ConversationPackingTaskEncoder):
 
     pending = 0
 
-    def materialize_for_pack(self, doc: Any) -> Any:
-        out = super().materialize_for_pack(doc)
+    def materialize(self, doc: Any, *, into_pack: bool = False) -> Any:
+        out = super().materialize(doc, into_pack=into_pack)
         self.pending += isinstance(out.pixel_values, PendingPixels)
         return out
 
@@ -211,7 +211,7 @@ def test_vqa_materialize_gives_a_tensor_and_for_pack_pending_rows(
     )
     (planned,) = list(light.encode_sample(sample))
     (doc,) = list(stock.encode_sample(sample))
-    for_pack = light.materialize_for_pack(planned)
+    for_pack = light.materialize(planned, into_pack=True)
     assert isinstance(for_pack.pixel_values, PendingPixels)
     assert isinstance(light.materialize(planned).pixel_values, torch.Tensor)
     assert_same_item(light.materialize(planned), doc)

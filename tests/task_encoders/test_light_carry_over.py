@@ -36,9 +36,9 @@ class WatchedCaptions(CaptioningPackingTaskEncoder):
         self.selected.append(list(samples))
         return super().select_samples_to_pack(samples)
 
-    def materialize_for_pack(self, doc: EncodedSample) -> EncodedSample:
+    def materialize(self, doc: EncodedSample, *, into_pack: bool = False) -> EncodedSample:
         self.materialized.append(doc.__key__)
-        return super().materialize_for_pack(doc)
+        return super().materialize(doc, into_pack=into_pack)
 
 
 def packs_of(path: Any, encoder: Any, **kw: Any) -> list[Any]:

@@ -179,7 +179,7 @@ class PlainEnergonLight(CaptioningPackingTaskEncoder):
 
     @stateless
     def postencode_sample(self, sample: Any) -> Any:
-        return self.postencode_document(sample)
+        return self._postencode(sample)
 
     def build_batch(self, dataset: Any, **kwargs: Any) -> Any:
         return TaskEncoder.build_batch(self, dataset, **kwargs)

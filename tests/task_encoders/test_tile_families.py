@@ -28,7 +28,8 @@ from vlm_models import (
 )
 
 from energon_pack.encoding import vision_family
-from energon_pack.samples import collate_packs, image_kwargs
+from energon_pack.samples import collate_packs
+from energon_pack.samples._batch import image_kwargs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
 from energon_pack.testing import assert_same_item, synthetic_texts
 from energon_pack.tools import make_conversation_dataset, make_loader, make_vqa_dataset, sample_key

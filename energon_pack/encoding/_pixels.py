@@ -136,12 +136,8 @@ class FastPixels:
         """Write the rows of ``resized`` into ``out`` (``(rows, patch_dim)`` float32, contiguous).
 
         Row layout as the processor's ``patchify``: ``(h/m, w/m, m, m)`` patches, each
-        ``(C, T, p, p)`` with the image repeated ``T`` times.
-
-        Every element of ``out`` is written once per temporal copy and never read, so fresh
-        pages (a new pack's array) fault once each. The image goes one band of ``m * p``
-        pixel rows (one row of merged patches) at a time through two small arrays (indices
-        and normalized planes, ~0.5 MB for a 1,000-pixel-wide image) that stay in cache.
+        ``(C, T, p, p)`` with the image repeated ``T`` times. ``out`` is only written, one band
+        of ``m * p`` pixel rows (one row of merged patches) at a time.
         """
         p, m, t = self.patch_size, self.merge_size, self.temporal_patch_size
         _, gh, gw = self.grid(resized)

@@ -37,9 +37,7 @@ class PackingStats:
 
     Every counter of :class:`~energon_pack.samples.PackingCounts` (``samples``, ``documents``,
     ``truncated``, ..., ``pack_capacity``; declared and documented there, once) is an attribute
-    read and written in place: ``stats.samples += 1``. ``split_pieces_dropped`` counts e.g. the
-    prompt-only first piece of an SFT sample longer than the pack; ``dropped_overlong`` counts
-    policy ``drop``, and ``truncate`` when the kept part would hold no target token.
+    read and written in place: ``stats.samples += 1``.
 
     Attributes:
         last_fill, last_documents: Fill and document count of the most recent pack.

@@ -108,16 +108,10 @@ def _wrap_function(fn: Callable[..., Any], seed_from: SeedSource) -> Callable[..
 def _wrap_generator(
     fn: Callable[..., Any], seed_from: SeedSource, run_ahead: bool
 ) -> Callable[..., Any]:
-    """Run the generator under its own RNG state, switching states as rarely as possible.
-
-    Saving and restoring the RNG states is not free (NumPy's legacy state is most of it). Each
-    ``next`` switches to the generator's state and back once (seeding on the first
-    call): a generator that yields once costs three saves and three restores. With
-    ``run_ahead``, each switch also computes the *next* item, so that generator costs one save
-    and one restore; the items and draws are the same, but the generator's code runs one item
-    early: it must not change an item after yielding it, and its side effects (counters) happen
-    one item sooner. An exception raised while computing the item ahead is re-raised when the
-    consumer asks for that item, where the plain generator would raise it.
+    """Run the generator under its own RNG state: each ``next`` switches to it and back once
+    (seeding on the first call). With ``run_ahead`` each switch also computes the next item (the
+    same items and draws, the generator's code one item early); an exception raised ahead is
+    re-raised when the consumer asks for that item.
     """
 
     @functools.wraps(fn)

@@ -23,8 +23,8 @@ def check_energon_version(version: str | None = None) -> str:
         version = str(getattr(megatron.energon, "__version__", "unknown"))
     if not any(version == v or version.startswith(v + ".") for v in VERIFIED_ENERGON_VERSIONS):
         verified = ", ".join(f"{v}.x" for v in VERIFIED_ENERGON_VERSIONS)
-        series = VERIFIED_ENERGON_VERSIONS[-1]
-        upper = f"{series.split('.')[0]}.{int(series.split('.')[1]) + 1}"
+        major, minor = VERIFIED_ENERGON.split(".")[:2]
+        upper = f"{major}.{int(minor) + 1}"
         raise RuntimeError(
             f"Carry-over packing relies on megatron-energon internals (PackingDataset's reading "
             f"buffer and state layout) and was verified only with megatron-energon {verified}; "

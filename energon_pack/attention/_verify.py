@@ -205,7 +205,7 @@ def _verdict(config: Any, cls: type | None, impl: str, pack_size: int | None) ->
 
 
 def tiny_config(config: Any, pack_size: int | None = None) -> Any:
-    """A copy of a (text) config small enough to build in milliseconds, same features.
+    """A copy of a (text) config small enough to build and run at once, same features.
 
     Keeps the shortest prefix of layers holding every layer type (at least 2), truncates the
     per-layer lists to it, and caps the size fields of ``_CAPS`` (token ids too). A window or

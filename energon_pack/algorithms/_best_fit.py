@@ -3,14 +3,16 @@
 
 Lengths ``[5, 4, 6, 3, 2]``, capacity 10 (sorted 6, 5, 4, 3, 2): 6 opens A (room 4), 5 opens
 B (room 5), 4 -> A (the tightest room that fits; A closes), 3 -> B, 2 -> B: bins
-``[[2, 1], [0, 3, 4]]``. The open packs' rooms are a sorted list searched with ``bisect``; among
-equal rooms the most recently filled pack wins. The default and ``_search`` add the repair
-pass of :mod:`~energon_pack.algorithms._repair`. See docs/benchmarks/algorithms.md.
+``[[2, 1], [0, 3, 4]]``. The open packs' distinct rooms are a sorted list searched with
+``bisect``, each with its packs; among equal rooms the most recently filled pack wins. The
+default and ``_search`` add the repair pass of :mod:`~energon_pack.algorithms._repair`. See
+docs/benchmarks/algorithms.md.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,41 +36,77 @@ __all__ = [
 
 def _best_fit(
     order: list[int], lengths: list[int], capacity: int, max_samples_per_pack: int | None
-) -> list[list[int]]:
-    """Best fit of ``lengths[i]`` for ``i`` in ``order``: the open packs' rooms in a sorted
-    list (``keys``), their members in a parallel list (``packs``). A new room goes before the
-    equal ones, so ``bisect_left`` finds the most recently filled of the tightest rooms; a room
-    still above the next tighter one is overwritten in place."""
+) -> tuple[list[list[int]], tuple]:
+    """Best fit of ``lengths[i]`` for ``i`` in ``order``: the bins, and the open packs for
+    :func:`_rooms`. The open packs' distinct rooms are a sorted list (``keys``, ending with a
+    room no length fits), the most recently filled pack of each room in a parallel list
+    (``tops``) and the older ones with an equal room in ``below``."""
     cap_count = max_samples_per_pack or len(order) or 1
     capped = max_samples_per_pack is not None
-    keys: list[int] = []
-    packs: list[list[int]] = []
+    end = capacity + 1
+    keys: list[int] = [end]
+    tops: list = [None]
+    below: dict[int, list[list[int]]] = {}  # room -> older packs, the most recent last
+    short: list[tuple[list[int], int]] = []  # closed by the count cap with room left
     bins: list[list[int]] = []
     find = bisect.bisect_left
     for idx in order:
         x = lengths[idx]
         k = find(keys, x)
-        if k < len(keys):
-            room = keys[k] - x
-            members = packs[k]
+        old = keys[k]
+        if old != end:
+            members = tops[k]
             members.append(idx)
-            if not room or capped and len(members) >= cap_count:
-                del keys[k], packs[k]
-                continue
-            if not k or keys[k - 1] < room:
-                keys[k] = room  # still sorted
-                continue
-            del keys[k], packs[k]
+            room = old - x
+            if below and old in below:  # the next pack with this room comes on top
+                stack = below[old]
+                tops[k] = stack.pop()
+                if not stack:
+                    del below[old]
+                if not room or capped and len(members) >= cap_count:
+                    if room:
+                        short.append((members, room))
+                    continue
+            else:
+                if not room or capped and len(members) >= cap_count:
+                    del keys[k], tops[k]
+                    if room:
+                        short.append((members, room))
+                    continue
+                if not k or keys[k - 1] < room:
+                    keys[k] = room  # still sorted
+                    continue
+                del keys[k], tops[k]
         else:
             room = capacity - x
             members = [idx]
             bins.append(members)
             if not room or cap_count == 1:
+                if room:
+                    short.append((members, room))
                 continue
-        k = find(keys, room)
-        keys.insert(k, room)
-        packs.insert(k, members)
-    return bins
+        j = find(keys, room)
+        if keys[j] == room:
+            stack = below.get(room)
+            if stack is None:
+                below[room] = [tops[j]]
+            else:
+                stack.append(tops[j])
+            tops[j] = members
+        else:
+            keys.insert(j, room)
+            tops.insert(j, members)
+    return bins, (keys, tops, below, short)
+
+
+def _rooms(bins: list[list[int]], left: tuple) -> list[int]:
+    """The room left in each of ``bins`` (0 in the full ones) from :func:`_best_fit`'s open
+    packs ``left``."""
+    keys, tops, below, short = left
+    room_of = {id(m): r for m, r in short}
+    room_of.update((id(m), r) for r, stack in below.items() for m in stack)
+    room_of.update(zip(map(id, tops[:-1]), keys))
+    return [room_of.get(id(b), 0) for b in bins]
 
 
 def _decreasing(
@@ -87,9 +125,10 @@ def _decreasing(
         order = sorted(range(n), key=values.__getitem__, reverse=True)  # stable
     if total <= capacity and (max_samples_per_pack or n) >= n:
         return [order] if n else []  # all in one pack, as best fit ends
-    bins = _best_fit(order, values, capacity, max_samples_per_pack)
+    bins, left = _best_fit(order, values, capacity, max_samples_per_pack)
     if repair and len(bins) * capacity - total >= capacity:  # above ceil(sum / C)
-        bins = repair_packs(bins, values, capacity, max_samples_per_pack, repair)
+        rooms_of = functools.partial(_rooms, bins, left)
+        bins = repair_packs(bins, rooms_of, values, order, capacity, max_samples_per_pack, repair)
     return bins
 
 
@@ -102,7 +141,12 @@ def best_fit_decreasing(
 ) -> list[list[int]]:
     """Best fit over the samples sorted longest first (stable), then the repair pass with each
     effort of ``repair`` in turn (none by default)."""
-    return _decreasing(lengths.tolist(), capacity, max_samples_per_pack, repair)
+    return _decreasing(lengths.tolist(), capacity, max_samples_per_pack, repair, *_sorted(lengths))
+
+
+def _sorted(lengths: np.ndarray) -> tuple[list[int], int]:
+    """The stable descending order of an array of lengths, and their sum."""
+    return np.argsort(-lengths, kind="stable").tolist(), int(lengths.sum())
 
 
 def default_repair(n: int) -> tuple[RepairEffort]:
@@ -115,8 +159,8 @@ def best_fit_decreasing_repair(
 ) -> list[list[int]]:
     """The default: best-fit decreasing, then a repair whose effort depends on the call's size
     (:data:`~energon_pack.algorithms._repair.BUFFER_EFFORT` up to ``BUFFER_LENGTHS``)."""
-    values = lengths.tolist()
-    return _decreasing(values, capacity, max_samples_per_pack, default_repair(len(values)))
+    effort = default_repair(lengths.size)
+    return _decreasing(lengths.tolist(), capacity, max_samples_per_pack, effort, *_sorted(lengths))
 
 
 def best_fit_decreasing_search(

@@ -12,7 +12,7 @@ result is kept only if it saves a pack; rounds stop at the Martello-Toth bound `
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,34 +148,42 @@ def _pick_pool(rooms: np.ndarray, counts: np.ndarray, effort: RepairEffort) -> l
 
 def repair_packs(
     bins: list[list[int]],
+    rooms_of: Callable[[], list[int]],
     values: list[int],
+    order: list[int],
     capacity: int,
     max_samples_per_pack: int | None,
     efforts: Sequence[RepairEffort],
 ) -> list[list[int]]:
     """Re-pack pools of ``bins`` while that saves packs, with each effort in turn (see the
-    module docstring). Returns a packing of the same samples with at most as many packs."""
-    rooms = [capacity - sum(map(values.__getitem__, b)) for b in bins]
+    module docstring). ``rooms_of()``: the room left in each of ``bins``; ``order``: the samples
+    longest first. Returns a packing of the same samples with at most as many packs."""
+    ascending = [values[i] for i in reversed(order)]
+    if len(bins) <= halves_bound(ascending, capacity):
+        return bins  # at L2 already (a cheap part of it)
+    bound = martello_toth_l2(ascending, capacity)
+    if len(bins) <= bound:
+        return bins
+    rooms = rooms_of()
     for effort in efforts:
-        bins, rooms = _repair_rounds(bins, rooms, values, capacity, max_samples_per_pack, effort)
+        bins, rooms = _repair_rounds(
+            bins, rooms, bound, values, capacity, max_samples_per_pack, effort
+        )
     return bins
 
 
 def _repair_rounds(
     bins: list[list[int]],
     rooms: list[int],
+    bound: int,
     values: list[int],
     capacity: int,
     max_samples_per_pack: int | None,
     effort: RepairEffort,
 ) -> tuple[list[list[int]], list[int]]:
-    """One effort's rounds of :func:`repair_packs`, returning the rooms too."""
-    if sum(rooms) < capacity or not effort.rounds:
-        return bins, rooms  # at ceil(sum / C) already
-    if len(bins) <= halves_bound(values, capacity):
-        return bins, rooms  # at L2 already (a cheap part of it)
-    bound = martello_toth_l2(values, capacity)
-    if len(bins) <= bound:
+    """One effort's rounds of :func:`repair_packs` down to ``bound`` packs, returning the rooms
+    too."""
+    if len(bins) <= bound or not effort.rounds:
         return bins, rooms
     cap_count = max_samples_per_pack or len(values)
     if len(bins) <= effort.pool_bins:

@@ -1,14 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Compute-balanced packing: equal estimated step cost per pack at the same fill.
 
-A training step waits for the slowest data-parallel rank, and packs of equal tokens can cost
-very different times (attention grows with the square of each document's length, image tokens
-load the vision tower). :class:`CostModel` estimates ``cost(doc) = token * len + attention *
-len**2 + image * image_tokens``; :func:`balance_packs` keeps any algorithm's packs (same count,
-same fill) and evens out their costs pair by pair, moving one or two long documents of a costly
-pack for a subset of a cheap pack's documents with about the same tokens (the exact subset sums
-of :mod:`~energon_pack.algorithms._subset_sum`): first the under-filled "holes", then rounds
-over the packs above the mean. See docs/benchmarks/balance.md.
+:class:`CostModel` estimates ``cost(doc) = token * len + attention * len**2 + image *
+image_tokens``; :func:`balance_packs` keeps any algorithm's packs (same count, same fill) and
+evens out their costs pair by pair (:mod:`~energon_pack.algorithms._balance_pairs`). See
+docs/benchmarks/balance.md.
 """
 
 from __future__ import annotations

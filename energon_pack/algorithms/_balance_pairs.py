@@ -1,12 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The pair move of the balancing pass (:mod:`~energon_pack.algorithms._balance`).
+"""The pair move of the balancing pass: one or two long documents of a costly pack traded for
+a subset of a cheap pack's documents with about the same tokens.
 
-:class:`Packs` holds the packs being balanced with their costs and tokens, and moves one or two
-of a costly pack's longest documents for a subset of a cheap pack's documents whose total fits
-both packs' free room, when that narrows their cost gap. The cheap pack's reachable subset
-totals are kept as a string of bits, so the total nearest a target is one ``str.find``.
-Capacity 10, cost ``len**2``: ``{6, 4}`` (52) and ``{2, 2, 2, 2}`` (16) become
-``{4, 2, 2, 2}`` (28) and ``{2, 6}`` (40). See docs/benchmarks/balance.md.
+Capacity 10, cost ``len**2``: ``{6, 4}`` (52) and ``{2, 2, 2, 2}`` (16) become ``{4, 2, 2, 2}``
+(28) and ``{2, 6}`` (40). See docs/benchmarks/balance.md.
 """
 
 from __future__ import annotations

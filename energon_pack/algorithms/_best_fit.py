@@ -1,12 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Best-fit decreasing: longest first, each into the open pack it fills the most.
 
-Lengths ``[5, 4, 6, 3, 2]``, capacity 10 (sorted 6, 5, 4, 3, 2): 6 opens A (room 4), 5 opens
-B (room 5), 4 -> A (the tightest room that fits; A closes), 3 -> B, 2 -> B: bins
-``[[2, 1], [0, 3, 4]]``. The open packs' distinct rooms are a sorted list searched with
-``bisect``, each with its packs; among equal rooms the most recently filled pack wins. The
-default and ``_search`` add the repair pass of :mod:`~energon_pack.algorithms._repair`. See
-docs/benchmarks/algorithms.md.
+The open packs' distinct rooms are a sorted list searched with ``bisect``, each with its packs;
+among equal rooms the most recently filled pack wins. ``[5, 4, 6, 3, 2]``, capacity 10: bins
+``[[2, 1], [0, 3, 4]]``. See docs/benchmarks/algorithms.md.
 """
 
 from __future__ import annotations
@@ -141,12 +138,13 @@ def best_fit_decreasing(
 ) -> list[list[int]]:
     """Best fit over the samples sorted longest first (stable), then the repair pass with each
     effort of ``repair`` in turn (none by default)."""
-    return _decreasing(lengths.tolist(), capacity, max_samples_per_pack, repair, *_sorted(lengths))
+    order = _descending(lengths)
+    return _decreasing(lengths.tolist(), capacity, max_samples_per_pack, repair, order)
 
 
-def _sorted(lengths: np.ndarray) -> tuple[list[int], int]:
-    """The stable descending order of an array of lengths, and their sum."""
-    return np.argsort(-lengths, kind="stable").tolist(), int(lengths.sum())
+def _descending(lengths: np.ndarray) -> list[int]:
+    """The indices of ``lengths``, longest first (stable)."""
+    return np.argsort(-lengths, kind="stable").tolist()
 
 
 def default_repair(n: int) -> tuple[RepairEffort]:
@@ -160,7 +158,8 @@ def best_fit_decreasing_repair(
     """The default: best-fit decreasing, then a repair whose effort depends on the call's size
     (:data:`~energon_pack.algorithms._repair.BUFFER_EFFORT` up to ``BUFFER_LENGTHS``)."""
     effort = default_repair(lengths.size)
-    return _decreasing(lengths.tolist(), capacity, max_samples_per_pack, effort, *_sorted(lengths))
+    order = _descending(lengths)
+    return _decreasing(lengths.tolist(), capacity, max_samples_per_pack, effort, order)
 
 
 def best_fit_decreasing_search(

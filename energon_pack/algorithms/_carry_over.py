@@ -1,13 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Carry-over planning: which packed groups to emit now, which samples to pack again later.
 
-Energon packs each reading buffer on its own, so the last packs of every buffer are half
-empty. With carry-over every ``select`` call packs ``carried + new`` samples, then
 :func:`plan_carry_over` emits the groups at least ``min_fill`` full and carries the
-least-filled others within a token budget (``max_carry_packs * pack_size``, outside energon's
-``packing_buffer_size``); a group holding a sample carried ``max_age`` times is emitted
-whatever its fill, and the last call emits everything. The planner is pure, so ``simulate``
-and the loader run the same code. See docs/concepts/packing.md (with a worked trace).
+least-filled others within a token budget; a sample carried ``max_age`` times is emitted
+whatever its fill. Pure, so ``simulate`` and the loader run the same code. See
+docs/concepts/packing.md (with a worked trace).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Media budgets: at most so many media tokens and media items (images + videos) per pack.
 
-A VLM's vision tower runs over every image and video of a pack at once, so its memory often
-bounds a pack (``PackingSpec(max_media_tokens_per_pack=..., max_media_per_pack=...)``). Every
-algorithm packs by tokens only; :func:`enforce_media_budgets` is a deterministic post-pass that
-makes any algorithm's bins honour the budgets: (0) balance the media tokens of the packs over
-budget with the lightest packs, (1) evict the media-heaviest members of a pack still over
-budget, (2) place them by best fit where every dimension has room, text documents making way
-where none has, (3) place the text documents made to leave. See
-docs/benchmarks/media-packing.md.
+Every algorithm packs by tokens only; :func:`enforce_media_budgets` is a deterministic
+post-pass that makes any algorithm's bins honour ``max_media_tokens_per_pack`` and
+``max_media_per_pack``. See docs/howto/media-budgets.md and docs/benchmarks/media-packing.md.
 """
 
 from __future__ import annotations

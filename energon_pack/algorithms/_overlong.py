@@ -2,11 +2,8 @@
 """What to do with a sample longer than the pack: the over-long policy, in one place.
 
 The algorithms never cut a sample; the encoder (per document) and ``simulate`` (per length)
-apply :func:`cut_overlong` first, so ``simulate`` predicts the lengths the encoder produces.
-Pack 4, a 9-token sample: TRUNCATE keeps ``[(0, 4)]``, SPLIT ``[(0, 4), (4, 8), (8, 9)]``, DROP
-nothing, ERROR raises :class:`OverlongSampleError`. ``no_cut`` spans (images) move a cut back
-to the span's start; with a ``targets`` loss mask nothing is kept that would train on nothing.
-See docs/concepts/packing.md.
+apply :func:`cut_overlong` first. Pack 4, a 9-token sample: TRUNCATE keeps ``[(0, 4)]``, SPLIT
+``[(0, 4), (4, 8), (8, 9)]``, DROP nothing, ERROR raises. See docs/concepts/packing.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The entry point every packer calls: :func:`pack_lengths`, lengths and a spec in, bins out.
 
-It aligns and validates the lengths with the spec, runs the spec's algorithm from
-:data:`~energon_pack.algorithms.ALGORITHMS`, then optionally evens out the packs' costs
-(``balance``), keeps every pack within the media budgets (``media``) and orders the packs per
-optimizer step (``spec.step_packs``). See docs/concepts/packing.md;
-``pack_lengths([5, 4, 6, 3, 2], PackingSpec(pack_size=10))`` is ``[[2, 1], [0, 3, 4]]``.
+It runs the spec's algorithm, then optionally evens out the packs' costs, enforces the media
+budgets and orders the packs per optimizer step. See docs/concepts/packing.md.
 """
 
 from __future__ import annotations

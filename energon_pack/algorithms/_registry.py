@@ -1,9 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The registry of packing algorithms, chosen by name (``PackingSpec(algorithm=...)``).
 
-Every algorithm is a function ``(lengths, capacity, max_samples_per_pack) -> bins``; the CLI,
-the encoders, the tests and the benchmark all iterate :data:`ALGORITHMS`, so an algorithm
-registered here is available (and tested) everywhere. See docs/concepts/packing.md and
+The CLI, the encoders, the tests and the benchmark all iterate :data:`ALGORITHMS`. See
 docs/benchmarks/algorithms.md (why these algorithms).
 """
 

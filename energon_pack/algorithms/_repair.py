@@ -1,12 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The repair pass of best-fit decreasing: re-pack the least-filled packs with exact subset sums.
 
-Each round pools the ``pool_bins`` least-filled packs plus the ``flexible_bins`` packs holding
-the most samples, and re-packs the pool: each pack starts with the longest pooled sample and is
-topped up with the subset of the others that fills its room best (:func:`fill_counts`). The
-result is kept only if it saves a pack; rounds stop at the Martello-Toth bound ``L2``. Capacity
-10, lengths ``[4, 4, 3, 3, 3, 3]``: best fit makes ``{4, 4}, {3, 3, 3}, {3}``; the re-pack makes
-``{4, 3, 3}, {4, 3, 3}``. See docs/benchmarks/algorithms.md.
+Each round re-packs a pool of the least-filled packs and the packs with the most samples, each
+new pack topped up exactly (:func:`fill_counts`); kept only if it saves a pack, stopping at the
+Martello-Toth bound ``L2``. ``[4, 4, 3, 3, 3, 3]``, capacity 10: ``{4, 4}, {3, 3, 3}, {3}``
+becomes ``{4, 3, 3}, {4, 3, 3}``. See docs/benchmarks/algorithms.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Stream lengths through energon's packing buffer, exactly as ``PackingDataset`` does.
 
-:class:`_BufferModel` fills the reading buffer until ``reading + pending == buffer_size``,
-packs the whole buffer (plus the carried samples) when no group is pending, emits one pack per
-step, and at the end of data flushes the queue and packs the rest. The lengths first go
-through the spec's over-long policy (:func:`~energon_pack.algorithms._overlong.cut_lengths`).
-Five samples of 3, pack 6, buffer 4: 3 packs, fill 15 / 18. See docs/concepts/packing.md.
+The lengths go through the spec's over-long policy, fill the reading buffer, and each full
+buffer (plus the carried samples) is packed by the spec's algorithm. See
+docs/concepts/packing.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Order a buffer's packs so that every ``step_packs`` consecutive packs cost about the same.
 
-A data-parallel step waits for the slowest rank, and a rank's share of a step is the
-``step_packs`` packs it trains on before the gradients are reduced. The packs are sorted by
-cost, cut into ``step_packs`` strata, and dealt out one per stratum in a serpentine, so that
-any ``step_packs`` consecutive positions (whatever the offset) hold one pack of each stratum.
-Costs ``[9, 8, 7, 6, 3, 2, 1, 0]``, ``k = 2``: ``6 3 7 2 8 1 9 0`` (every two in a row sum to
-9 or 10). Same packs, same fill. See docs/benchmarks/balance.md.
+The packs are sorted by cost, cut into ``step_packs`` strata and dealt out one per stratum in
+a serpentine. Costs ``[9, 8, 7, 6, 3, 2, 1, 0]``, ``k = 2``: ``6 3 7 2 8 1 9 0``. See
+docs/benchmarks/balance.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """One exact bounded subset-sum engine, shared by the repair and the balancing passes.
 
-:func:`subset_sum` picks copies of distinct lengths (each available ``counts[x]`` times) whose
-total lies in ``[lo, hi]`` nearest ``target``. One Python int is the bitset of reachable totals;
-taking ``c`` copies of ``x`` is ``reach |= reach << (c * x)``, the copies added in chunks of
-1, 2, 4, ... so ``m`` equal lengths cost about ``log2(m)`` big-int steps; the walk back prefers
-earlier values. ``subset_sum([5, 3], {5: 1, 3: 3}, 9) == {3: 3}``.
+One Python int is the bitset of reachable totals; ``c`` copies of ``x`` are added in chunks of
+1, 2, 4, ... copies. ``subset_sum([5, 3], {5: 1, 3: 3}, 9) == {3: 3}``.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from energon_pack.algorithms import CostModel, balance_packs, pack_lengths, slowest_rank_loss
-from energon_pack.algorithms._balance import cost_spread
+from energon_pack.algorithms import CostModel, pack_lengths
+from energon_pack.algorithms._balance import balance_packs, cost_spread, slowest_rank_loss
 from energon_pack.algorithms._overlong import apply_overlong
 
 ATTENTION_ONLY = CostModel(token=0.0, attention=1.0)

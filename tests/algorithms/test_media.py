@@ -8,18 +8,17 @@ import pytest
 
 from energon_pack.algorithms import (
     ALGORITHMS,
-    MEDIA_COST,
     CarryOver,
     MediaLoad,
     PackingSpec,
-    enforce_media_budgets,
     pack_lengths,
     plan_carry_over,
     simulate,
     simulate_packs,
-    step_order,
 )
-from energon_pack.algorithms._media import check_media_fits
+from energon_pack.algorithms._media import check_media_fits, enforce_media_budgets
+from energon_pack.algorithms._pack import MEDIA_COST
+from energon_pack.algorithms._step_order import step_order
 
 
 def _media_mix(seed: int, n: int, pack_size: int) -> tuple[np.ndarray, MediaLoad]:

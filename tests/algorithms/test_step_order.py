@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from energon_pack.algorithms import CostModel, pack_lengths, step_order
+from energon_pack.algorithms import CostModel, pack_lengths
+from energon_pack.algorithms._step_order import step_order
 
 
 def window_sums(costs: np.ndarray, k: int) -> np.ndarray:

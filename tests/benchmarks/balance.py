@@ -19,7 +19,7 @@ The second table is per optimizer step: a rank trains on ``k`` packs per step (m
 size x gradient accumulation), so its step costs the sum of ``k`` consecutive packs of its
 stream. It gives the CV of that sum over every window of ``k`` packs (all offsets: a
 loader's batches start wherever they start) and the slowest-of-8 loss on those step costs, for
-the packing order and for ``step_packs=k`` (:func:`energon_pack.algorithms.step_order`).
+the packing order and for ``step_packs=k`` (:func:`energon_pack.algorithms._step_order.step_order`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from energon_pack.algorithms import CostModel, pack_lengths, simulate, slowest_rank_loss, step_order
-from energon_pack.algorithms._balance import cost_spread
+from energon_pack.algorithms import CostModel, pack_lengths, simulate
+from energon_pack.algorithms._balance import cost_spread, slowest_rank_loss
 from energon_pack.algorithms._overlong import apply_overlong
+from energon_pack.algorithms._step_order import step_order
 
 DEFAULT_LENGTHS = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
 RANKS = 8

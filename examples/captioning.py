@@ -27,14 +27,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder  # noqa: E402
-from energon_pack.testing import (  # noqa: E402  # noqa: E402
+from energon_pack.training import make_loader
+from energon_pack_tools import (
     IMAGE_TOKEN,
+    make_captioning_dataset,
     make_image_processor,
     make_tokenizer,
     random_png_bytes,
-    synthetic_texts,  # noqa: E402
+    synthetic_texts,
 )
-from energon_pack.tools import make_captioning_dataset, make_loader  # noqa: E402
 
 PACK_SIZE = 64
 

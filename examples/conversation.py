@@ -23,16 +23,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from transformers import AutoTokenizer  # noqa: E402
 
 from energon_pack.task_encoders import ConversationPackingTaskEncoder  # noqa: E402
-from energon_pack.testing import (  # noqa: E402
+from energon_pack.training import make_loader
+from energon_pack_tools import (
+    make_conversation_dataset,
     make_image_processor,
     make_tokenizer,
     random_png_bytes,
-    synthetic_texts,
-)
-from energon_pack.tools import (  # noqa: E402
-    make_conversation_dataset,
-    make_loader,
     read_llava_records,
+    synthetic_texts,
 )
 
 PACK_SIZE = 96

@@ -31,11 +31,8 @@ from megatron.energon import Cooker, Sample, basic_sample_keys, edataclass, stat
 from energon_pack.encoding import DocumentTokenizer  # noqa: E402
 from energon_pack.samples import EncodedSample  # noqa: E402
 from energon_pack.task_encoders import PackingTaskEncoder  # noqa: E402
-from energon_pack.tools import (  # noqa: E402
-    make_jsonl_dataset,
-    make_loader,
-    train_bpe_tokenizer,  # noqa: E402
-)
+from energon_pack.training import make_loader
+from energon_pack_tools import make_jsonl_dataset, train_bpe_tokenizer
 
 PACK_SIZE = 512
 

@@ -7,7 +7,7 @@ Run on CPU (gloo) with two ranks::
 
 Each rank builds its own energon loader from ``WorkerConfig.default_worker_config()`` (rank and
 world size come from ``torch.distributed``), so the ranks read disjoint shards of the data.
-A tiny Llama (``energon_pack.testing.tiny_causal_lm``) wrapped in DDP trains on the
+A tiny Llama (``energon_pack_tools.tiny_causal_lm``) wrapped in DDP trains on the
 packed batches through ``batch.hf_kwargs("sdpa", config=model)`` (block-causal mask, reset positions, labels
 that never cross documents). At step ``--save-at`` the loader state of all ranks is gathered on
 rank 0 with ``save_state_global`` and written with the model and optimizer to one checkpoint.
@@ -39,7 +39,7 @@ from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 from torch.nn.parallel import DistributedDataParallel
 
 from energon_pack.task_encoders import LLMPackingTaskEncoder
-from energon_pack.tools import tiny_causal_lm
+from energon_pack_tools import tiny_causal_lm
 
 
 def parse_args() -> argparse.Namespace:
@@ -66,8 +66,7 @@ def prepare_data(args: argparse.Namespace, rank: int) -> tuple[str, str]:
     """Rank 0 writes a synthetic dataset and tokenizer once; the other ranks wait for it."""
     if args.dataset and args.tokenizer:
         return args.dataset, args.tokenizer
-    from energon_pack.testing import WORDS, make_tokenizer, synthetic_texts
-    from energon_pack.tools import make_text_dataset
+    from energon_pack_tools import WORDS, make_text_dataset, make_tokenizer, synthetic_texts
 
     root = Path(args.workdir)
     texts = synthetic_texts(400, seed=0, min_words=1, max_words=40)

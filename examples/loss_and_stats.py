@@ -3,7 +3,7 @@
 
 Runs in under a minute on a CPU, with no arguments, on tiny data it makes in a temp dir:
 
-1. a 160-document ``TextSample`` dataset and a word-level tokenizer (``energon_pack.testing``);
+1. a 160-document ``TextSample`` dataset and a word-level tokenizer (``energon_pack_tools``);
 2. ``LLMPackingTaskEncoder`` (pack size 64, over-long documents split) in a 2-worker loader;
 3. every batch carries ``batch.counts``: what its worker packed since its previous batch (fill,
    documents, split / truncated / dropped / skipped samples). The loop logs them per step and
@@ -31,8 +31,8 @@ import torch  # noqa: E402
 from energon_pack.encoding import load_tokenizer  # noqa: E402
 from energon_pack.samples import PackingCounts  # noqa: E402
 from energon_pack.task_encoders import LLMPackingTaskEncoder  # noqa: E402
-from energon_pack.testing import make_tokenizer, synthetic_texts  # noqa: E402
-from energon_pack.tools import make_loader, make_text_dataset, tiny_causal_lm  # noqa: E402
+from energon_pack.training import make_loader
+from energon_pack_tools import make_text_dataset, make_tokenizer, synthetic_texts, tiny_causal_lm
 
 PACK_SIZE, ACCUMULATION = 64, 4
 

@@ -3,7 +3,7 @@
 
 Runs in a few seconds on a CPU, with no arguments, on tiny data it makes in a temp dir:
 
-1. a 200-document ``TextSample`` dataset and a word-level tokenizer (``energon_pack.testing``);
+1. a 200-document ``TextSample`` dataset and a word-level tokenizer (``energon_pack_tools``);
 2. ``LLMPackingTaskEncoder`` (pack size 64, carry-over on, over-long documents split);
 3. a tiny Llama trained on ``batch.hf_kwargs("sdpa", config=model)``: block-causal mask, positions reset per
    document, labels that never cross a document border;
@@ -30,15 +30,8 @@ import torch  # noqa: E402
 from energon_pack.algorithms import CarryOver  # noqa: E402
 from energon_pack.encoding import load_tokenizer  # noqa: E402
 from energon_pack.task_encoders import LLMPackingTaskEncoder  # noqa: E402
-from energon_pack.testing import (
-    make_tokenizer,  # noqa: E402
-    synthetic_texts,  # noqa: E402
-)
-from energon_pack.tools import (  # noqa: E402
-    make_loader,
-    make_text_dataset,
-    tiny_causal_lm,  # noqa: E402
-)
+from energon_pack.training import make_loader
+from energon_pack_tools import make_text_dataset, make_tokenizer, synthetic_texts, tiny_causal_lm
 
 PACK_SIZE = 64
 STEPS, SAVE_AT = 8, 4

@@ -20,13 +20,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from energon_pack.task_encoders import VQAPackingTaskEncoder  # noqa: E402
-from energon_pack.testing import (  # noqa: E402
+from energon_pack.training import make_loader
+from energon_pack_tools import (
     make_image_processor,
     make_tokenizer,
+    make_vqa_dataset,
     random_png_bytes,
     synthetic_texts,
 )
-from energon_pack.tools import make_loader, make_vqa_dataset  # noqa: E402
 
 PACK_SIZE = 64
 

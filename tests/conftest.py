@@ -35,7 +35,7 @@ class Dataset:
 @pytest.fixture(scope="session")
 def corpus() -> list[str]:
     """80 texts of 0..40 words: some are longer than TEXT_PACK_SIZE tokens, sample 5 is empty."""
-    from energon_pack.testing import synthetic_texts
+    from energon_pack_tools import synthetic_texts
 
     texts = synthetic_texts(80, seed=7, min_words=1, max_words=40)
     texts[5] = ""
@@ -44,7 +44,7 @@ def corpus() -> list[str]:
 
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory, corpus: list[str]) -> Path:
-    from energon_pack.testing import WORDS, make_tokenizer
+    from energon_pack_tools import WORDS, make_tokenizer
 
     return make_tokenizer(tmp_path_factory.mktemp("tok"), [*corpus, " ".join(WORDS)])
 
@@ -58,7 +58,7 @@ def tokenizer(tokenizer_dir: Path) -> Any:
 
 @pytest.fixture(scope="session")
 def image_processor() -> Any:
-    from energon_pack.testing import make_image_processor
+    from energon_pack_tools import make_image_processor
 
     return make_image_processor()
 
@@ -66,7 +66,7 @@ def image_processor() -> Any:
 @pytest.fixture(scope="session")
 def text_dataset(tmp_path_factory: pytest.TempPathFactory, corpus: list[str]) -> Dataset:
     """``TextSample`` webdataset of :func:`corpus` in 5 shards."""
-    from energon_pack.tools import make_text_dataset, sample_key
+    from energon_pack_tools import make_text_dataset, sample_key
 
     path = make_text_dataset(tmp_path_factory.mktemp("text"), corpus, samples_per_shard=16)
     keys = [sample_key(i) for i in range(len(corpus))]
@@ -76,7 +76,7 @@ def text_dataset(tmp_path_factory: pytest.TempPathFactory, corpus: list[str]) ->
 @pytest.fixture(scope="session")
 def jsonl_text_dataset(tmp_path_factory: pytest.TempPathFactory, corpus: list[str]) -> Dataset:
     """Crude JSONL dataset ``{"text": ...}`` of the first 30 texts (cooked by ``cook_text``)."""
-    from energon_pack.tools import make_jsonl_dataset
+    from energon_pack_tools import make_jsonl_dataset
 
     records = [{"text": t, "id": i} for i, t in enumerate(corpus[:30])]
     path = make_jsonl_dataset(tmp_path_factory.mktemp("jsonl") / "text.jsonl", records)
@@ -86,8 +86,7 @@ def jsonl_text_dataset(tmp_path_factory: pytest.TempPathFactory, corpus: list[st
 @pytest.fixture(scope="session")
 def sft_dataset(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
     """Crude JSONL ``{"prompt", "response"}`` dataset of 30 records (some over-long)."""
-    from energon_pack.testing import synthetic_texts
-    from energon_pack.tools import make_jsonl_dataset
+    from energon_pack_tools import make_jsonl_dataset, synthetic_texts
 
     prompts = synthetic_texts(30, seed=11, min_words=1, max_words=12)
     responses = synthetic_texts(30, seed=12, min_words=1, max_words=24)
@@ -105,8 +104,13 @@ def captioning_dataset(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
     """``CaptioningSample`` webdataset: 24 random PNGs of 20..130 px, sample 3 corrupt."""
     import random
 
-    from energon_pack.testing import corrupt_png_bytes, random_png_bytes, synthetic_texts
-    from energon_pack.tools import make_captioning_dataset, sample_key
+    from energon_pack_tools import (
+        corrupt_png_bytes,
+        make_captioning_dataset,
+        random_png_bytes,
+        sample_key,
+        synthetic_texts,
+    )
 
     rng = random.Random(5)
     n = 24

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``energon_pack.tools._datasets``: the text writer streams any iterable into the same shards as a list."""
+"""``energon_pack_tools._datasets``: the text writer streams any iterable into the same shards as a list."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from energon_pack.tools import make_text_dataset
+from energon_pack_tools import make_text_dataset
 
 
 def _members(tar_path: Path) -> list[tuple[str, bytes]]:

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_small_buffer_warning_points_at_the_users_loop(text_dataset, tokenizer_dir) -> None:
     from energon_pack import LLMPackingTaskEncoder
     from energon_pack.encoding import SmallPackingBufferWarning
-    from energon_pack.tools import make_loader
+    from energon_pack.training import make_loader
 
     encoder = LLMPackingTaskEncoder(str(tokenizer_dir), pack_size=4096, log_every=0)
     loader = make_loader(text_dataset.path, encoder, packing_buffer_size=4)
@@ -53,8 +53,8 @@ def test_encoder_does_not_print_transformers_length_warning(tokenizer_dir, caplo
 
 
 def test_top_level_help_lists_every_command() -> None:
-    from energon_pack.cli import main
-    from energon_pack.cli._main import COMMANDS
+    from energon_pack_tools.cli import main
+    from energon_pack_tools.cli._main import COMMANDS
 
     out = CliRunner().invoke(main, ["--help"]).output
     for name in COMMANDS:
@@ -65,7 +65,7 @@ def test_top_level_help_lists_every_command() -> None:
 
 @pytest.mark.parametrize("name", ["analyze", "simulate"])
 def test_carry_over_default_is_shown(name: str) -> None:
-    from energon_pack.cli import main
+    from energon_pack_tools.cli import main
 
     out = CliRunner().invoke(main, [name, "--help"]).output
     # the flag's help runs from its line to the next option
@@ -90,7 +90,7 @@ def test_carry_over_version_check_names_the_fix() -> None:
 
 
 def _cli(*args: str) -> object:
-    from energon_pack.cli import main
+    from energon_pack_tools.cli import main
 
     return CliRunner().invoke(main, list(args))
 
@@ -130,7 +130,7 @@ def test_analyze_no_progress_and_quiet_logs(jsonl_text_dataset, tokenizer_dir, c
     import torch
 
     from energon_pack import LLMPackingTaskEncoder
-    from energon_pack.tools import make_loader
+    from energon_pack.training import make_loader
 
     args = ["analyze", str(jsonl_text_dataset.path), "--tokenizer", str(tokenizer_dir)]
     res = _cli(*args, "--pack-size", "64", "--buffer-size", "8", "--no-progress")

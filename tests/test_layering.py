@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The package's folders are layers; every import (top-level or inside a function) points down.
 
-    algorithms <- attention <- samples <- encoding <- energon <- task_encoders <- tools <- cli
+    algorithms <- attention <- samples <- encoding <- energon <- task_encoders <- training
     testing uses the product; no product module imports testing.
+    energon_pack_tools (the command, writers, analysis, demo, fixtures) uses the product; no
+    energon_pack module imports it.
 
 Also: the pure layer imports neither torch nor megatron, ``attention`` does not import megatron,
 and the tests run against the installed distribution.
@@ -27,11 +29,11 @@ LAYERS = [
     "encoding",
     "energon",
     "task_encoders",
-    "tools",
-    "cli",
+    "training",
     "testing",
 ]
 PACKAGE = Path(energon_pack.__file__).parent
+TOOLS = PACKAGE.parent / "energon_pack_tools"
 
 
 def _layer(module: str) -> str | None:
@@ -57,6 +59,9 @@ def _upward_imports() -> list[str]:
     bad = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE)
+        for line, module in _imports(path):
+            if module.split(".")[0] == "energon_pack_tools":
+                bad.append(f"{rel}:{line} imports the tooling package {module}")
         if len(rel.parts) < 2:
             continue  # the top-level facade may re-export any layer
         own = LAYERS.index(rel.parts[0])
@@ -79,10 +84,20 @@ def test_imports_point_down() -> None:
 def test_checker_sees_an_upward_import(tmp_path: Path) -> None:
     bad = tmp_path / "mod.py"
     bad.write_text(
-        "def f():\n    from energon_pack.testing import make_loader\n    import energon_pack\n"
+        "def f():\n    from energon_pack.testing import member_keys\n    import energon_pack\n"
     )
     assert _imports(bad) == [(2, "energon_pack.testing"), (3, "energon_pack")]
     assert [_layer(m) for _, m in _imports(bad)] == ["testing", "__init__"]
+
+
+def test_tooling_library_does_not_import_the_command() -> None:
+    bad = [
+        f"{path.relative_to(TOOLS)}:{line} imports {module}"
+        for path in sorted(TOOLS.glob("*.py"))
+        for line, module in _imports(path)
+        if module.startswith("energon_pack_tools.cli")
+    ]
+    assert bad == []
 
 
 def _modules_after_import(module: str) -> set[str]:
@@ -110,7 +125,7 @@ def test_attention_does_not_import_megatron() -> None:
     assert not _imported(mods, "megatron")
 
 
-@pytest.mark.parametrize("module", ["energon_pack", "energon_pack.cli"])
+@pytest.mark.parametrize("module", ["energon_pack", "energon_pack_tools.cli"])
 def test_light_entry_points_do_not_import_torch(module: str) -> None:
     assert not _imported(_modules_after_import(module), "torch")
 
@@ -119,4 +134,4 @@ def test_tests_run_against_the_installed_distribution() -> None:
     dist = importlib.metadata.distribution("energon-pack")
     assert dist.version == energon_pack.__version__
     scripts = {ep.name: ep.value for ep in dist.entry_points if ep.group == "console_scripts"}
-    assert scripts == {"energon-pack": "energon_pack.cli:main"}
+    assert scripts == {"energon-pack": "energon_pack_tools.cli:main"}

@@ -46,8 +46,6 @@ def test_each_public_name_has_one_home_among_the_layer_packages() -> None:
     homes: dict[str, list[str]] = {}
     for init in sorted(PACKAGE.glob("*/__init__.py")):
         layer = init.parent.name
-        if layer in ("testing", "cli"):
-            continue  # testing re-exports writers for tests; cli exports only `main`
         for name in importlib.import_module(f"energon_pack.{layer}").__all__:
             homes.setdefault(name, []).append(layer)
     assert {n: h for n, h in homes.items() if len(h) > 1} == {}
@@ -73,3 +71,19 @@ def test_layer_packages_reexport_only_what_they_import() -> None:
         module = importlib.import_module(f"energon_pack.{init.parent.name}")
         missing = [n for n in getattr(module, "__all__", []) if not hasattr(module, n)]
         assert missing == [], f"{init.parent.name}.__all__ names missing objects: {missing}"
+
+
+def test_tooling_names_resolve_and_mirror_the_type_checking_imports() -> None:
+    import energon_pack_tools
+
+    tree = ast.parse(Path(energon_pack_tools.__file__).read_text())
+    seen: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module
+                seen.update({alias.name: imp.module for alias in imp.names})
+    assert seen == energon_pack_tools._LAZY
+    assert sorted(energon_pack_tools.__all__) == sorted(energon_pack_tools._LAZY)
+    for name in energon_pack_tools.__all__:
+        assert getattr(energon_pack_tools, name) is not None, name

@@ -78,8 +78,7 @@ def test_custom_task_page_runs(tmp_path: Path, tokenizer_dir: Path, monkeypatch:
 
 
 def test_readme_snippet_trains_on_packed_batches(tmp_path: Path, tokenizer_dir: Path) -> None:
-    from energon_pack.testing import synthetic_texts
-    from energon_pack.tools import make_text_dataset, tiny_causal_lm
+    from energon_pack_tools import make_text_dataset, synthetic_texts, tiny_causal_lm
 
     data = make_text_dataset(tmp_path / "data", synthetic_texts(40, seed=1, max_words=30))
     code = _snippet()
@@ -151,8 +150,7 @@ def test_readme_commands_run_verbatim(tmp_path: Path) -> None:
 def test_quickstart_first_loader_runs(tmp_path: Path, tokenizer_dir: Path, monkeypatch) -> None:
     """docs/quickstart.md "Your first loader", as written but for tiny local parts: every name
     it uses is imported or defined (it once lacked ``import torch``)."""
-    from energon_pack.testing import synthetic_texts
-    from energon_pack.tools import make_text_dataset, tiny_causal_lm
+    from energon_pack_tools import make_text_dataset, synthetic_texts, tiny_causal_lm
 
     page = ROOT / "docs" / "quickstart.md"
     (code,) = [b for b in _python_blocks(page) if "get_savable_loader(dataset)" in b]

@@ -23,7 +23,7 @@ A save at any point of a ``repeat=False`` epoch resumes exactly, late saves incl
 product's ``SourceEndGuard`` avoids energon's replay of a finished reader's share).
 
 ``make_loader`` arguments are zero-argument callables that build a *fresh* loader with the same
-arguments each time (see :func:`energon_pack.tools.make_loader`).
+arguments each time (see :func:`energon_pack.training.make_loader`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ selection, carry-over, state). For each buffer size it prints the fill of
 
 * ``simulate``: :func:`energon_pack.algorithms.simulate` on the shuffled lengths (file order),
 * ``loader``: the real energon loader (``num_workers=0``, ``repeat=False``) with the product's
-  ``PackingTaskEncoder(carry_over=...)`` (:class:`~energon_pack.testing._encoders.LengthTextEncoder`),
+  ``PackingTaskEncoder(carry_over=...)`` (:class:`~energon_pack_tools._encoders.LengthTextEncoder`),
 * ``replay``: ``simulate`` on the order in which energon actually read the samples (must equal
   the loader's packs exactly: same planning code),
 
@@ -32,8 +32,8 @@ import numpy as np
 
 from energon_pack.algorithms import CarryOver, simulate
 from energon_pack.algorithms._overlong import apply_overlong
-from energon_pack.testing import LengthTextEncoder
-from energon_pack.tools import make_loader, make_text_dataset
+from energon_pack.training import make_loader
+from energon_pack_tools import LengthTextEncoder, make_text_dataset
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
 PACK_SIZE = 4096

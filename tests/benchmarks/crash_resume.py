@@ -51,7 +51,7 @@ NUM_SAMPLES = 150
 
 
 def make_dataset(root: Path, seed: int) -> Path:
-    from energon_pack.tools import make_text_dataset
+    from energon_pack_tools import make_text_dataset
 
     rng = random.Random(seed)
     texts = [str(rng.choice([rng.randint(1, 30), rng.randint(1, 90)])) for _ in range(NUM_SAMPLES)]
@@ -62,7 +62,7 @@ def build_loader(config: dict[str, Any]) -> Any:
     from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 
     from energon_pack.algorithms import CarryOver
-    from energon_pack.testing import LengthTextEncoder
+    from energon_pack_tools import LengthTextEncoder
 
     carry = CarryOver() if config["carry_over"] else None
     encoder = LengthTextEncoder(pack_size=64, overlong="split", carry_over=carry)

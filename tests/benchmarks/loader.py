@@ -35,12 +35,8 @@ from megatron.energon import stateless  # noqa: E402
 from energon_pack.algorithms import ALGORITHMS  # noqa: E402
 from energon_pack.samples import EncodedSample  # noqa: E402
 from energon_pack.task_encoders import LLMPackingTaskEncoder  # noqa: E402
-from energon_pack.testing import (  # noqa: E402
-    WORDS,
-    make_tokenizer,  # noqa: E402
-    synthetic_texts,
-)
-from energon_pack.tools import make_loader, make_text_dataset  # noqa: E402
+from energon_pack.training import make_loader  # noqa: E402
+from energon_pack_tools import WORDS, make_text_dataset, make_tokenizer, synthetic_texts
 
 
 class Timed:

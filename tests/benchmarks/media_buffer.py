@@ -82,8 +82,12 @@ def build(
     ``task="vqa"``: VQA samples (a question each, the caption as the answer)."""
     import numpy as np
 
-    from energon_pack.testing import make_tokenizer, synthetic_texts
-    from energon_pack.tools import make_captioning_dataset, make_vqa_dataset
+    from energon_pack_tools import (
+        make_captioning_dataset,
+        make_tokenizer,
+        make_vqa_dataset,
+        synthetic_texts,
+    )
 
     rng = np.random.default_rng(0)
     images = [make_image(rng, megapixels or float(rng.uniform(0.3, 2.0))) for _ in range(n_images)]
@@ -110,8 +114,8 @@ def run_one(
 ) -> dict:
     """One configuration in this process: the measurements as a dict."""
     from energon_pack.task_encoders import CaptioningPackingTaskEncoder, VQAPackingTaskEncoder
-    from energon_pack.testing import make_image_processor
-    from energon_pack.tools import make_loader
+    from energon_pack.training import make_loader
+    from energon_pack_tools import make_image_processor
 
     proc = make_image_processor(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
     pack_size = 4096

@@ -47,7 +47,7 @@ def main() -> int:
     from transformers.video_utils import VideoMetadata
 
     from energon_pack.task_encoders import ConversationPackingTaskEncoder, ConversationSample
-    from energon_pack.testing import make_tokenizer, random_png_bytes, synthetic_texts
+    from energon_pack_tools import make_tokenizer, random_png_bytes, synthetic_texts
 
     warnings.simplefilter("ignore")
     tok_dir = Path(tempfile.mkdtemp()) / "tok"

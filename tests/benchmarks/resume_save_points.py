@@ -24,8 +24,8 @@ from typing import Any
 
 from energon_pack.algorithms import CarryOver
 from energon_pack.samples import PackingCounts
-from energon_pack.testing import LengthTextEncoder, member_keys
-from energon_pack.tools import make_text_dataset
+from energon_pack.testing import member_keys
+from energon_pack_tools import LengthTextEncoder, make_text_dataset
 
 
 def make_loader(path: Path, workers: int, carry: bool, every_sample: bool) -> Any:

@@ -52,8 +52,8 @@ from typing import Any
 import torch
 
 from energon_pack.algorithms import CarryOver
-from energon_pack.testing import LengthTextEncoder, assert_same_item
-from energon_pack.tools import make_text_dataset
+from energon_pack.testing import assert_same_item
+from energon_pack_tools import LengthTextEncoder, make_text_dataset
 
 PACK_SIZE = 64
 NUM_SAMPLES = 240

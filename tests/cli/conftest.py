@@ -11,11 +11,11 @@ import pytest
 @pytest.fixture(scope="session")
 def processor_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Path:
     """The session tokenizer plus the video and vision start/end tokens, and the small
-    Qwen2-VL image processor of :func:`energon_pack.testing.make_image_processor`, saved with
+    Qwen2-VL image processor of :func:`energon_pack_tools.make_image_processor`, saved with
     ``save_pretrained`` in one directory (tokenizer files + ``preprocessor_config.json``)."""
     from transformers import AutoTokenizer
 
-    from energon_pack.testing import make_image_processor
+    from energon_pack_tools import make_image_processor
 
     path = tmp_path_factory.mktemp("processor")
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """LLaVA records and media files as a user has them on disk (for make-dataset and analyze).
 
-Media tokens with :func:`energon_pack.testing.make_image_processor` (patch 14, merge 2):
+Media tokens with :func:`energon_pack_tools.make_image_processor` (patch 14, merge 2):
 ``a.png`` 56x56 -> grid (1, 4, 4) -> 4 tokens; ``sub/b.png`` 28x56 -> (1, 4, 2) -> 2 tokens;
 ``clip/`` 3 frames 56x56 (padded to 4) -> (2, 4, 4) -> 8 tokens.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 def write_llava_media(root: Path) -> dict[str, bytes]:
     """Two images and a 3-frame video folder under ``root``; name -> bytes."""
-    from energon_pack.testing import random_png_bytes
+    from energon_pack_tools import random_png_bytes
 
     files = {
         "a.png": random_png_bytes(56, 56, seed=1),

@@ -11,10 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from energon_pack.algorithms import CarryOver, simulate
-from energon_pack.cli._analyze import command
-from energon_pack.cli._make_dataset import command as make_dataset
-from energon_pack.testing import synthetic_texts
-from energon_pack.tools import recommend_buffer_size
+from energon_pack_tools import recommend_buffer_size, synthetic_texts
+from energon_pack_tools.cli._analyze_command import command
+from energon_pack_tools.cli._make_dataset_command import command as make_dataset
 
 
 def _dataset(tmp_path: Path, texts: list[str], name: str, per_shard: int = 1000) -> Path:
@@ -150,8 +149,7 @@ def test_vqa_dataset_reports_media_and_text_tokens(
     tmp_path: Path, tokenizer_dir: Path, image_processor, tokenizer
 ) -> None:
     from energon_pack.task_encoders import VQAPackingTaskEncoder
-    from energon_pack.testing import random_png_bytes
-    from energon_pack.tools import analyze_dataset, make_vqa_dataset
+    from energon_pack_tools import analyze_dataset, make_vqa_dataset, random_png_bytes
 
     # 8 samples, one 56x56 image each (4x4 patches, merge 2 -> 4 image tokens) and one answer:
     # one document per sample, 4 media tokens each.

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from energon_pack.cli._analyze import command
-from energon_pack.testing import synthetic_texts
-from energon_pack.tools import make_text_dataset
+from energon_pack_tools import make_text_dataset, synthetic_texts
+from energon_pack_tools.cli._analyze_command import command
 
 
 @pytest.fixture(scope="module")

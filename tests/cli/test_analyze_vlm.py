@@ -12,8 +12,8 @@ from typing import Any
 from click.testing import CliRunner
 from llava_files import LLAVA_RECORDS, write_llava_media
 
-from energon_pack.cli import main
-from energon_pack.testing import random_png_bytes, synthetic_texts
+from energon_pack_tools import random_png_bytes, synthetic_texts
+from energon_pack_tools.cli import main
 
 
 def _invoke(*args: str) -> Any:
@@ -63,7 +63,7 @@ def test_conversations_media_tokens_apart_from_text(tmp_path: Path, processor_di
 
 
 def test_vqa_and_captioning(tmp_path: Path, processor_dir: Path) -> None:
-    from energon_pack.tools import make_captioning_dataset, make_vqa_dataset
+    from energon_pack_tools import make_captioning_dataset, make_vqa_dataset
 
     # 5 images of 56x56: 4 placeholder tokens each (grid 1x4x4, merge 2), one document each.
     n = 5
@@ -92,7 +92,7 @@ def test_vqa_and_captioning(tmp_path: Path, processor_dir: Path) -> None:
 
 
 def test_sft_and_text_have_no_media(tmp_path: Path, tokenizer_dir: Path) -> None:
-    from energon_pack.tools import make_jsonl_dataset
+    from energon_pack_tools import make_jsonl_dataset
 
     records = [{"prompt": "the cat", "response": "a dog"}, {"prompt": "of", "response": "to"}]
     data = make_jsonl_dataset(tmp_path / "sft.jsonl", records)
@@ -103,7 +103,7 @@ def test_sft_and_text_have_no_media(tmp_path: Path, tokenizer_dir: Path) -> None
 
 
 def test_option_mistakes_are_one_line(tmp_path: Path, processor_dir: Path) -> None:
-    from energon_pack.tools import make_vqa_dataset
+    from energon_pack_tools import make_vqa_dataset
 
     vqa = make_vqa_dataset(tmp_path / "vqa", [random_png_bytes(28, 28)], ["q"], [["a"]])
     spec = ["--pack-size", "64", "--buffer-size", "4"]

@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from energon_pack.tools import (
-    BPE_SPECIAL_TOKENS,
+from energon_pack_tools import train_bpe_tokenizer
+from energon_pack_tools._demo import (
+    MARKER,
+    _claim_output_dir,
     compare_continuation,
     naive_padding_fill,
-    stdlib_documents,
-    train_bpe_tokenizer,
 )
-from energon_pack.tools._demo import MARKER, _claim_output_dir
+from energon_pack_tools._texts import stdlib_documents
+from energon_pack_tools._tokenizers import BPE_SPECIAL_TOKENS
 
 
 def test_naive_padding_fill_literal() -> None:
@@ -94,7 +95,7 @@ def test_demo_subprocess_passes_and_reports(tmp_path: Path) -> None:
     cmd = [
         sys.executable,
         "-m",
-        "energon_pack.cli",
+        "energon_pack_tools.cli",
         "demo",
         "--steps",
         "6",
@@ -127,7 +128,7 @@ def test_demo_on_a_read_only_place_is_one_line(tmp_path: Path) -> None:
     from click.testing import CliRunner
     from test_make_dataset_errors import _one_line_error, _tmpfs
 
-    from energon_pack.cli._demo import command
+    from energon_pack_tools.cli._demo_command import command
 
     with _tmpfs(tmp_path / "ro", "size=64k", "ro") as ro:
         res = CliRunner().invoke(command, ["--out", str(ro / "demo"), "--no-progress"])

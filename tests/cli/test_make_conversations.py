@@ -15,8 +15,8 @@ from llava_files import LLAVA_RECORDS, write_llava_media
 from megatron.energon import Cooker, DefaultTaskEncoder
 from read_back import read_back
 
-from energon_pack.cli import main
 from energon_pack.task_encoders import cook_conversation
+from energon_pack_tools.cli import main
 
 
 class CookOnly(DefaultTaskEncoder):

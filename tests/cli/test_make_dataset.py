@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from read_back import read_back
 
-from energon_pack.cli._make_dataset import (
+from energon_pack_tools.cli._make_dataset_command import (
     DocumentCounts,
     command,
     iter_documents,
@@ -171,7 +171,7 @@ def test_a_bad_line_midway_empties_an_existing_empty_out(tmp_path: Path) -> None
 
 
 def test_streamed_cli_shards_match_the_list_writer(tmp_path: Path) -> None:
-    from energon_pack.tools import make_text_dataset
+    from energon_pack_tools import make_text_dataset
 
     records = [{"text": f"document {i} " + "x" * (i % 7)} for i in range(11)]
     src = _jsonl(tmp_path / "a.jsonl", records)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from energon_pack.cli._make_dataset import collect_inputs, command
+from energon_pack_tools.cli._make_dataset_command import collect_inputs, command
 
 
 def _corpus(path: Path, n: int = 300) -> Path:
@@ -119,7 +119,7 @@ def test_kernel_refused_write_in_a_real_process(tmp_path: Path) -> None:
     src = _corpus(tmp_path / "c.jsonl")
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "energon_pack.cli", "make-dataset", str(out), str(src)],
+        [sys.executable, "-m", "energon_pack_tools.cli", "make-dataset", str(out), str(src)],
         capture_output=True,
         text=True,
         preexec_fn=_limit_file_size,

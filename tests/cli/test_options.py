@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from energon_pack.algorithms import CarryOver, PackingSpec
-from energon_pack.cli._analyze import command as analyze
-from energon_pack.cli._options import field_docs
-from energon_pack.cli._simulate import command as simulate
+from energon_pack_tools.cli._analyze_command import command as analyze
+from energon_pack_tools.cli._options import field_docs
+from energon_pack_tools.cli._simulate_command import command as simulate
 
 
 @pytest.mark.parametrize("command", [simulate, analyze], ids=["simulate", "analyze"])

@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from energon_pack.testing import synthetic_texts
-from energon_pack.tools import (
-    analyze_dataset,
-    buffer_fill_curves,
-    make_text_dataset,
-    plot_analysis,
-)
+from energon_pack_tools import analyze_dataset, make_text_dataset, plot_analysis, synthetic_texts
+from energon_pack_tools._plots import buffer_fill_curves
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +57,7 @@ def _fill_panel(result: object) -> tuple[list[str], str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from energon_pack.tools._plots import _fill_against_buffer
+    from energon_pack_tools._plots import _fill_against_buffer
 
     fig, ax = plt.subplots()
     try:

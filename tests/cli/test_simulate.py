@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from energon_pack.cli._lengths import load_lengths
-from energon_pack.cli._simulate import command
+from energon_pack_tools.cli._lengths_file import load_lengths
+from energon_pack_tools.cli._simulate_command import command
 
 
 def _write(tmp_path: Path) -> Path:
@@ -88,7 +88,7 @@ def test_runs_as_a_real_command(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "energon_pack.cli",
+            "energon_pack_tools.cli",
             "simulate",
             str(_write(tmp_path)),
             "--pack-size",

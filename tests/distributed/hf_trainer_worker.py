@@ -20,7 +20,8 @@ from transformers import TrainingArguments
 from energon_pack.encoding import load_tokenizer
 from energon_pack.task_encoders import LLMPackingTaskEncoder
 from energon_pack.testing import item_record, write_rank_result
-from energon_pack.tools import PackedTrainer, tiny_causal_lm
+from energon_pack.training import PackedTrainer
+from energon_pack_tools import tiny_causal_lm
 
 PACK_SIZE, ACCUMULATION = 32, 2
 

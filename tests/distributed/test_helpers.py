@@ -14,11 +14,11 @@ from energon_pack.testing import (
     TorchrunError,
     item_digest,
     item_record,
-    make_document,
     read_rank_results,
     run_torchrun,
     write_rank_result,
 )
+from energon_pack_tools import make_document
 
 doc = make_document
 

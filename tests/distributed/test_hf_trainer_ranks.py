@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from energon_pack.testing import WORDS, make_tokenizer, run_torchrun, synthetic_texts
-from energon_pack.tools import make_text_dataset
+from energon_pack.testing import run_torchrun
+from energon_pack_tools import WORDS, make_text_dataset, make_tokenizer, synthetic_texts
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("accelerate")

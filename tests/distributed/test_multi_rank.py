@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from energon_pack.testing import WORDS, make_tokenizer, run_torchrun, synthetic_texts
-from energon_pack.tools import make_text_dataset, sample_key
+from energon_pack.testing import run_torchrun
+from energon_pack_tools import WORDS, make_text_dataset, make_tokenizer, sample_key, synthetic_texts
 
 pytestmark = pytest.mark.slow
 

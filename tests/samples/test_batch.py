@@ -16,7 +16,7 @@ from energon_pack.samples import (
     collate_packs,
     pack_documents,
 )
-from energon_pack.testing import make_document
+from energon_pack_tools import make_document
 
 
 def doc(key: str, n: int, start: int = 1) -> EncodedSample:

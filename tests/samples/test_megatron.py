@@ -11,7 +11,7 @@ import torch
 
 from energon_pack.attention import cp_partition_indices
 from energon_pack.samples import collate_packs, megatron_batch, pack_documents
-from energon_pack.testing import make_document
+from energon_pack_tools import make_document
 
 FIELDS = ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded", "cu_seqlens_kv_padded")
 

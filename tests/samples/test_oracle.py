@@ -17,8 +17,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from energon_pack.samples import EncodedSample, collate_packs, pack_documents  # noqa: E402
-from energon_pack.testing import document_logits, document_loss, make_document  # noqa: E402
-from energon_pack.tools import tiny_causal_lm  # noqa: E402
+from energon_pack_tools import (  # noqa: E402
+    document_logits,
+    document_loss,
+    make_document,
+    tiny_causal_lm,  # noqa: E402
+)
 
 VOCAB = 97
 

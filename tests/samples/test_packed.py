@@ -14,7 +14,7 @@ from energon_pack.samples import (
     PackedTextSample,
     pack_documents,
 )
-from energon_pack.testing import make_document
+from energon_pack_tools import make_document
 
 doc = make_document
 

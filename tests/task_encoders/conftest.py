@@ -34,8 +34,7 @@ def vlm_tokenizer(vlm_tokenizer_dir: Path) -> Any:
 @pytest.fixture(scope="session")
 def vqa_dataset(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """``VQASample`` webdataset of 12 samples (28..84 px images, 1..3 answers)."""
-    from energon_pack.testing import synthetic_texts
-    from energon_pack.tools import make_vqa_dataset, sample_key
+    from energon_pack_tools import make_vqa_dataset, sample_key, synthetic_texts
 
     rng = random.Random(3)
     n = 12
@@ -49,7 +48,7 @@ def vqa_dataset(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def conversation_records(root: Path, n: int = 16) -> list[dict[str, Any]]:
     """LLaVA records: text-only, 1 image, 3 images (two turns), and a video, in turn."""
-    from energon_pack.testing import synthetic_texts
+    from energon_pack_tools import synthetic_texts
 
     texts = synthetic_texts(4 * n, seed=41, min_words=1, max_words=6)
     records: list[dict[str, Any]] = []
@@ -83,7 +82,7 @@ def conversation_records(root: Path, n: int = 16) -> list[dict[str, Any]]:
 @pytest.fixture(scope="session")
 def conversation_dataset(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Crude LLaVA conversation webdataset of 16 records (see :func:`conversation_records`)."""
-    from energon_pack.tools import make_conversation_dataset, sample_key
+    from energon_pack_tools import make_conversation_dataset, sample_key
 
     root = tmp_path_factory.mktemp("llava_media")
     records = conversation_records(root)

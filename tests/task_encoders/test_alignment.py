@@ -20,8 +20,8 @@ import torch
 from energon_pack.samples import EncodedSample
 from energon_pack.samples._packed import IGNORE_INDEX
 from energon_pack.task_encoders import LLMPackingTaskEncoder
-from energon_pack.testing import make_document
-from energon_pack.tools import make_loader
+from energon_pack.training import make_loader
+from energon_pack_tools import make_document
 
 BOS, EOS, PAD = 2, 3, 0  # ids of the test tokenizer's specials
 PACK_SIZE = 48  # a multiple of 4 and 12; the corpus has documents longer than 32, none > 48

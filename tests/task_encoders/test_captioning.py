@@ -13,8 +13,9 @@ from PIL import Image
 
 from energon_pack.algorithms import ALGORITHMS
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder
-from energon_pack.testing import IMAGE_TOKEN, assert_each_sample_once
-from energon_pack.tools import make_loader, sample_key
+from energon_pack.testing import assert_each_sample_once
+from energon_pack.training import make_loader
+from energon_pack_tools import IMAGE_TOKEN, sample_key
 
 CAPTION_PACK_SIZE = 48  # images give at most 16 placeholder tokens with the test processor
 BAD = sample_key(3)  # conftest.captioning_dataset: sample 3 holds corrupt PNG bytes
@@ -63,7 +64,7 @@ def test_image_tokens_come_from_the_processor_worked_example(tokenizer_dir, imag
     """64x48 -> resized to 56x56 -> grid (1, 4, 4) -> 16 patches -> 4 image tokens."""
     from megatron.energon import CaptioningSample
 
-    from energon_pack.testing import random_png_bytes
+    from energon_pack_tools import random_png_bytes
 
     enc = encoder(tokenizer_dir, image_processor, light_media=False)  # pixels in the buffer
     sample = CaptioningSample(
@@ -89,7 +90,7 @@ def test_empty_caption_follows_the_text_rules(tokenizer_dir, image_processor) ->
     """An empty caption still trains on EOD; without EOD there is nothing to learn: dropped."""
     from megatron.energon import CaptioningSample
 
-    from energon_pack.testing import random_png_bytes
+    from energon_pack_tools import random_png_bytes
 
     sample = CaptioningSample(
         __key__="empty", __restore_key__=(), image=random_png_bytes(64, 48), caption=""

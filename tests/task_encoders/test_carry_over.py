@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Carry-over packing through real energon loaders.
 
-The product's ``PackingTaskEncoder`` (as :class:`~energon_pack.testing._encoders.LengthTextEncoder`:
+The product's ``PackingTaskEncoder`` (as :class:`~energon_pack_tools._encoders.LengthTextEncoder`:
 sample text ``"n"`` is a document of n tokens; packs of 64 tokens) over 150 TextSamples of 1..40
 tokens, buffer 8, ``CarryOver(min_fill=0.9, max_carry_packs=1, max_age=2)``: every sample
 exactly once for every registered algorithm, no sample selected more than ``max_age + 1`` times,
@@ -27,8 +27,14 @@ from energon_pack.encoding import SmallPackingBufferWarning
 from energon_pack.energon import check_energon_version
 from energon_pack.samples import PackedTextSample
 from energon_pack.task_encoders import LLMPackingTaskEncoder
-from energon_pack.testing import LengthTextEncoder, make_tokenizer, synthetic_texts
-from energon_pack.tools import make_loader, make_text_dataset, sample_key
+from energon_pack.training import make_loader
+from energon_pack_tools import (
+    LengthTextEncoder,
+    make_text_dataset,
+    make_tokenizer,
+    sample_key,
+    synthetic_texts,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

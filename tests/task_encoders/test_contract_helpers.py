@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from energon_pack.samples import EncodedSample, collate_packs, pack_documents
-from energon_pack.testing import assert_each_sample_once, assert_same_item, make_document
+from energon_pack.testing import assert_each_sample_once, assert_same_item
+from energon_pack_tools import make_document
 
 
 def packs(*members: list[str]) -> list[SimpleNamespace]:

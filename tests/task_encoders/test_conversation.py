@@ -20,13 +20,13 @@ from energon_pack.task_encoders import (
     normalize_conversation,
 )
 from energon_pack.testing import (
-    IMAGE_TOKEN,
     assert_each_sample_once,
     assert_restore_sample_reproduces,
     assert_resume_identical,
     member_keys,
 )
-from energon_pack.tools import make_loader
+from energon_pack.training import make_loader
+from energon_pack_tools import IMAGE_TOKEN
 
 
 class Augmenting(ConversationPackingTaskEncoder):

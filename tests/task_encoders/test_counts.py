@@ -15,20 +15,22 @@ import pytest
 from click.testing import CliRunner
 
 from energon_pack.algorithms import OverlongSampleError
-from energon_pack.cli import main
 from energon_pack.encoding import PackingStats
 from energon_pack.energon import FatalOverlongSampleError
 from energon_pack.samples import PackingCounts
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder
-from energon_pack.testing import (
+from energon_pack.testing import assert_restore_sample_reproduces
+from energon_pack.training import make_loader
+from energon_pack_tools import (
     LengthTextEncoder,
-    assert_restore_sample_reproduces,
     corrupt_png_bytes,
+    make_text_dataset,
+    prepare_dataset,
     random_png_bytes,
     synthetic_texts,
 )
-from energon_pack.tools import make_loader, make_text_dataset, prepare_dataset
-from energon_pack.tools._datasets import _write_shards
+from energon_pack_tools._datasets import _write_shards
+from energon_pack_tools.cli import main
 
 #: The samples of the 500-sample captioning set that energon's handler must skip.
 CORRUPT_IMAGE, BAD_UTF8 = "000123", "000321"

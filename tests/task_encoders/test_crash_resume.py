@@ -19,8 +19,9 @@ from energon_pack.algorithms import CarryOver
 from energon_pack.energon import ResumeConfigError
 from energon_pack.samples import PackingCounts
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder
-from energon_pack.testing import LengthTextEncoder, assert_same_item, member_keys
-from energon_pack.tools import make_loader, make_text_dataset
+from energon_pack.testing import assert_same_item, member_keys
+from energon_pack.training import make_loader
+from energon_pack_tools import LengthTextEncoder, make_text_dataset
 
 BENCHMARK = Path(__file__).parents[1] / "benchmarks" / "crash_resume.py"
 

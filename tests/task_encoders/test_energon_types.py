@@ -19,9 +19,10 @@ from vlm_helpers import png
 
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
 from energon_pack.task_encoders._conversation import interleaved_conversation
-from energon_pack.testing import IMAGE_TOKEN, assert_each_sample_once
-from energon_pack.tools import make_loader, prepare_dataset, sample_key
-from energon_pack.tools._datasets import _write_shards
+from energon_pack.testing import assert_each_sample_once
+from energon_pack.training import make_loader
+from energon_pack_tools import IMAGE_TOKEN, prepare_dataset, sample_key
+from energon_pack_tools._datasets import _write_shards
 
 #: Texts the test tokenizer knows word by word.
 WORDS = ["a seed", "the token", "is it a batch", "the seed", "a token is it"]

@@ -25,8 +25,9 @@ from energon_pack.task_encoders import (
     ConversationPackingTaskEncoder,
     VQAPackingTaskEncoder,
 )
-from energon_pack.testing import assert_same_item, make_image_processor
-from energon_pack.tools import make_loader
+from energon_pack.testing import assert_same_item
+from energon_pack.training import make_loader
+from energon_pack_tools import make_image_processor
 
 #: (min_pixels, max_pixels, patch_size) settings, as the planner's tests.
 SETTINGS = [(28 * 28, 112 * 112, 14), (56 * 56, 200 * 200, 14), (4 * 4, 64 * 64, 16)]

@@ -37,8 +37,9 @@ from vlm_models import (
 from energon_pack.attention._verify import cpu_route
 from energon_pack.samples import collate_packs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
-from energon_pack.testing import assert_same_item, synthetic_texts
-from energon_pack.tools import make_loader, make_vqa_dataset, sample_key
+from energon_pack.testing import assert_same_item
+from energon_pack.training import make_loader
+from energon_pack_tools import make_vqa_dataset, sample_key, synthetic_texts
 
 #: Image sizes (width, height): square, wide, tall, tiny, larger than the 32-pixel input.
 SIZES = [(32, 32), (150, 60), (40, 120), (9, 14), (200, 90), (64, 64)]
@@ -69,7 +70,7 @@ def _make_conversations(out: Path, records: list[dict[str, Any]], media: Path) -
     """``energon-pack make-dataset OUT llava.json --task conversation`` on ``records``."""
     from click.testing import CliRunner
 
-    from energon_pack.cli import main
+    from energon_pack_tools.cli import main
 
     (media / "llava.json").write_text(json.dumps(records))
     args = ["make-dataset", str(out), str(media / "llava.json"), "--task", "conversation"]
@@ -301,7 +302,7 @@ def test_analyze_counts_gemma3_media_tokens(
     processor (tokenizer included): the family's tokens per image and every document."""
     from click.testing import CliRunner
 
-    from energon_pack.cli import main
+    from energon_pack_tools.cli import main
 
     processor = gemma3_processor(gemma3_dir)
     processor.save_pretrained(tmp_path / "gemma3")

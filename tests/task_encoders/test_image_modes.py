@@ -17,8 +17,8 @@ from PIL import Image
 from energon_pack.encoding import MediaProcessor, to_pil_image
 from energon_pack.encoding._pixels import FastPixels
 from energon_pack.task_encoders import ConversationPackingTaskEncoder
-from energon_pack.testing import make_image_processor
-from energon_pack.tools import make_conversation_dataset, make_loader, sample_key
+from energon_pack.training import make_loader
+from energon_pack_tools import make_conversation_dataset, make_image_processor, sample_key
 
 #: Every mode, and the format its file is written in (PNG where PIL writes the mode).
 MODES = {
@@ -162,7 +162,7 @@ def test_high_bit_depth_images_are_counted_by_key(
     white = Image.open(io.BytesIO(media[sample_key(names.index("I;16"))][0])).convert("RGB")
     assert np.mean(np.asarray(white) == 255) > 0.99  # what the processor makes of it too
 
-    from energon_pack.tools import analyze_dataset
+    from energon_pack_tools import analyze_dataset
 
     enc = ConversationPackingTaskEncoder(vlm_tokenizer_dir, make_image_processor(), pack_size=256)
     result = analyze_dataset(path, encoder=enc, buffer_size=20)

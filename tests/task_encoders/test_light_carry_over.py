@@ -17,7 +17,7 @@ from energon_pack.energon import CarryOverPackingDataset, PostencodePackingDatas
 from energon_pack.samples import EncodedSample, LightCaptioningDocument, LightMultimodalDocument
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder, ConversationPackingTaskEncoder
 from energon_pack.testing import assert_restore_sample_reproduces, assert_resume_identical
-from energon_pack.tools import make_loader
+from energon_pack.training import make_loader
 
 #: Carry groups under 90% full, at most one pack's worth of tokens, at most twice per sample.
 CARRY = CarryOver(min_fill=0.9, max_carry_packs=1, max_age=2)

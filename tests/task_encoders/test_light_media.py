@@ -26,10 +26,9 @@ from energon_pack.testing import (
     assert_restore_sample_reproduces,
     assert_resume_identical,
     assert_same_item,
-    make_image_processor,
-    random_png_bytes,
 )
-from energon_pack.tools import make_loader
+from energon_pack.training import make_loader
+from energon_pack_tools import make_image_processor, random_png_bytes
 
 CAPTION_PACK_SIZE = 48
 

@@ -15,7 +15,7 @@ from energon_pack.encoding import SmallPackingBufferWarning
 from energon_pack.energon import FatalOverlongSampleError
 from energon_pack.task_encoders import LLMPackingTaskEncoder, PackingConfig, cook_text
 from energon_pack.testing import assert_each_sample_once
-from energon_pack.tools import make_loader
+from energon_pack.training import make_loader
 
 PACK_SIZE = 32  # the corpus has documents longer than this
 BOS, EOS = 2, 3  # ids of the test tokenizer's specials

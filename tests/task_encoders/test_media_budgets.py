@@ -19,7 +19,7 @@ from energon_pack.samples import (
 )
 from energon_pack.task_encoders import ConversationPackingTaskEncoder
 from energon_pack.testing import assert_each_sample_once, member_keys
-from energon_pack.tools import make_loader
+from energon_pack.training import make_loader
 
 #: Media load of the conversation fixture's records by ``id % 4``: text, one 6-token image,
 #: three images of 2 + 4 + 6 tokens, a video of 8 tokens (2 temporal patches of 2x2 tokens).

@@ -14,8 +14,8 @@ from energon_pack.task_encoders import (
     LLMPackingTaskEncoder,
     SFTPackingTaskEncoder,
 )
-from energon_pack.testing import document_loss
-from energon_pack.tools import make_loader, tiny_causal_lm
+from energon_pack.training import make_loader
+from energon_pack_tools import document_loss, tiny_causal_lm
 
 
 def tiny_qwen2_vl(vocab_size: int, image_token_id: int) -> torch.nn.Module:

@@ -28,8 +28,9 @@ from vlm_models import (
 
 from energon_pack.samples import collate_packs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
-from energon_pack.testing import assert_same_item, synthetic_texts
-from energon_pack.tools import make_loader, make_vqa_dataset, sample_key
+from energon_pack.testing import assert_same_item
+from energon_pack.training import make_loader
+from energon_pack_tools import make_vqa_dataset, sample_key, synthetic_texts
 
 SIZES = [(16, 16), (150, 60), (40, 120), (9, 14), (64, 64)]
 PACK_SIZE = 64
@@ -65,7 +66,7 @@ def datasets(tmp_path_factory: pytest.TempPathFactory, texts: list[str]) -> dict
     the answer and the image bytes."""
     from click.testing import CliRunner
 
-    from energon_pack.cli import main
+    from energon_pack_tools.cli import main
 
     images = [png(*SIZES[i % len(SIZES)], seed=i) for i in range(6)]
     vqa = make_vqa_dataset(
@@ -179,7 +180,7 @@ def test_analyze_counts_paligemma_media_tokens(
     processor (its ``image_seq_length`` is on the image processor)."""
     from click.testing import CliRunner
 
-    from energon_pack.cli import main
+    from energon_pack_tools.cli import main
 
     paligemma_processor(tok_dir).save_pretrained(tmp_path / "pg")
     path, ref = datasets["conversation"]

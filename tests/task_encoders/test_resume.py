@@ -23,7 +23,7 @@ from energon_pack.testing import (
     assert_restore_sample_reproduces,
     assert_resume_identical,
 )
-from energon_pack.tools import make_loader
+from energon_pack.training import make_loader
 
 
 # Module level: the encoders must be picklable-by-reference for worker processes.

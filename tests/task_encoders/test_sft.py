@@ -10,7 +10,7 @@ import torch
 
 from energon_pack.task_encoders import PromptResponseSample, SFTPackingTaskEncoder
 from energon_pack.testing import assert_each_sample_once
-from energon_pack.tools import make_loader
+from energon_pack.training import make_loader
 
 BOS, EOS, USER, ASSISTANT = 2, 3, 5, 6  # ids of the test tokenizer's specials
 

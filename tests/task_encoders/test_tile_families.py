@@ -31,8 +31,14 @@ from energon_pack.encoding import vision_family
 from energon_pack.samples import collate_packs
 from energon_pack.samples._batch import image_kwargs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
-from energon_pack.testing import assert_same_item, synthetic_texts
-from energon_pack.tools import make_conversation_dataset, make_loader, make_vqa_dataset, sample_key
+from energon_pack.testing import assert_same_item
+from energon_pack.training import make_loader
+from energon_pack_tools import (
+    make_conversation_dataset,
+    make_vqa_dataset,
+    sample_key,
+    synthetic_texts,
+)
 
 #: Image sizes (width, height): 1 tile, 2-3 tiles + thumbnail, tall, tiny.
 SIZES = [(56, 56), (150, 60), (40, 120), (112, 112), (9, 14), (200, 90)]
@@ -262,7 +268,7 @@ def test_analyze_counts_the_familys_media_tokens(
 
     from click.testing import CliRunner
 
-    from energon_pack.cli import main
+    from energon_pack_tools.cli import main
 
     name, _, processor = family
     processor.save_pretrained(tmp_path / name)

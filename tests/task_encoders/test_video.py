@@ -90,7 +90,7 @@ def stamp_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from transformers import AutoTokenizer
     from vlm_helpers import VLM_TOKENS
 
-    from energon_pack.testing import make_tokenizer, synthetic_texts
+    from energon_pack_tools import make_tokenizer, synthetic_texts
 
     path = tmp_path_factory.mktemp("stamp_tok")
     make_tokenizer(path, [*synthetic_texts(100, seed=2), "< 0 1 2 3 4 5 6 7 8 9 . seconds >"])

@@ -13,7 +13,7 @@ from vlm_models import internvl_processor
 from energon_pack.encoding import PatchGrids, vision_family
 from energon_pack.encoding._families import Tiles
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
-from energon_pack.testing import make_image_processor
+from energon_pack_tools import make_image_processor
 
 
 def test_families_of_processors(tmp_path, tokenizer_dir) -> None:

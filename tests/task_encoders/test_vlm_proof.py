@@ -15,7 +15,7 @@ from vlm_models import FAMILIES, TOKENS_PER_SECOND, tiny_vlm
 
 from energon_pack.samples import collate_packs, pack_documents
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, ConversationSample
-from energon_pack.testing import make_image_processor
+from energon_pack_tools import make_image_processor
 
 
 def frames(n: int, size: int, seed: int) -> list[bytes]:

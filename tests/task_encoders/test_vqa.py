@@ -12,12 +12,9 @@ from megatron.energon import VQASample
 from vlm_helpers import VLM_PACK_SIZE, png
 
 from energon_pack.task_encoders import VQAPackingTaskEncoder
-from energon_pack.testing import (
-    IMAGE_TOKEN,
-    assert_each_sample_once,
-    assert_restore_sample_reproduces,
-)
-from energon_pack.tools import make_loader
+from energon_pack.testing import assert_each_sample_once, assert_restore_sample_reproduces
+from energon_pack.training import make_loader
+from energon_pack_tools import IMAGE_TOKEN
 
 
 def encoder(tokenizer_dir: Any, image_processor: Any, **kw: Any) -> VQAPackingTaskEncoder:
@@ -120,7 +117,7 @@ def test_answer_weights_from_a_dataset_file(
     """A VQAv2-style dataset with a ``weights.json`` per sample (raw JSON bytes, no decoder):
     every sample trains on the one answer its weights allow; malformed weights skip that
     sample with its key and the reason."""
-    from energon_pack.tools import make_vqa_dataset, sample_key
+    from energon_pack_tools import make_vqa_dataset, sample_key
 
     n = 6
     answers = [["a", "the", "token"]] * n

@@ -14,7 +14,7 @@ VLM_PACK_SIZE = 64
 
 
 def png(width: int, height: int, seed: int) -> bytes:
-    from energon_pack.testing import random_png_bytes
+    from energon_pack_tools import random_png_bytes
 
     return random_png_bytes(width, height, seed=seed)
 

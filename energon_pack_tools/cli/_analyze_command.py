@@ -2,7 +2,7 @@
 """``energon-pack analyze``: what packing will do to *your* dataset, through the real loader.
 
 Streams one epoch of an energon dataset through a packing task encoder (see
-:mod:`energon_pack.tools._analysis`) and prints fill, packs, documents per pack, over-long counts and
+:mod:`energon_pack_tools._analysis`) and prints fill, packs, documents per pack, over-long counts and
 the smallest buffer that reaches 99% fill::
 
     $ energon-pack analyze demo/dataset --tokenizer demo/tokenizer --pack-size 512 --buffer-size 16
@@ -13,7 +13,7 @@ the smallest buffer that reaches 99% fill::
     recommended buffer  256 (simulated fill 99.21% >= 99.00%)
 
 ``--task`` picks the encoder (text, sft, captioning, vqa, conversation; see
-:mod:`energon_pack.cli._tasks`), or ``--encoder my_module:MyEncoder`` runs your own (its
+:mod:`energon_pack_tools.cli._tasks`), or ``--encoder my_module:MyEncoder`` runs your own (its
 arguments from ``--encoder-args FILE`` / ``--encoder-arg NAME=VALUE``). The media tasks take ``--processor DIR``, a local transformers
 processor directory, and report image and video placeholder tokens apart from text tokens::
 
@@ -39,10 +39,9 @@ from pathlib import Path
 import click
 
 from energon_pack.algorithms import PackingSpec
-from energon_pack.cli._errors import os_error
-from energon_pack.cli._options import buffer_size_option, spec_options
-from energon_pack.cli._output import check_writable, progress_bars
-from energon_pack.cli._tasks import (
+from energon_pack_tools.cli._options import buffer_size_option, spec_options
+from energon_pack_tools.cli._output import check_writable, os_error, progress_bars
+from energon_pack_tools.cli._tasks import (
     TASKS,
     build_encoder,
     check_sample_type,
@@ -145,7 +144,9 @@ def command(
     for path, option in ((lengths_out, "--lengths-out"), (plot, "--plot")):
         if path is not None:  # before the run, not after it
             check_writable(path, option)
-    from energon_pack.tools import analyze_dataset, check_dataset, plot_analysis
+    from energon_pack_tools._analysis import analyze_dataset
+    from energon_pack_tools._datasets import check_dataset
+    from energon_pack_tools._plots import plot_analysis
 
     try:
         check_dataset(dataset)

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Phases 2 and 3 of ``analyze``: replay the loader's documents through ``simulate``, sweep
-buffer sizes (phase 1, the loader, is :mod:`energon_pack.tools._analysis`).
+buffer sizes (phase 1, the loader, is :mod:`energon_pack_tools._analysis`).
 
 The replay gets the documents' lengths in reading order (and their media loads when the spec
 uses them: media budgets, ``step_packs``), so its fill agrees with the loader's. The sweep

@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Write energon datasets from Python: tar shards + energon's own ``prepare`` command.
 
-``energon-pack make-dataset`` and the demo use these; so do the test helpers in
-:mod:`energon_pack.testing`. Every writer produces WebDataset tar shards (the files of
+``energon-pack make-dataset``, the demo, the examples and the tests use these. Every writer produces WebDataset tar shards (the files of
 one sample share a basename and are adjacent: ``000001.png``, ``000001.txt``) or a JSONL file,
 then runs ``energon prepare`` in-process, exactly as a user would on the command line::
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A savable energon loader that checkpoints after every sample (demo, tests, examples).
+"""A savable energon loader that checkpoints after every sample (training scripts, tests).
 
 ``make_loader(path, encoder, num_workers=2)`` builds ``get_train_dataset`` with every argument
 energon requires spelled out, then ``get_savable_loader(..., checkpoint_every_sec=0,

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Entry point of the ``energon-pack`` command.
 
-Each sub-command lives in its own module ``energon_pack.cli._<command>`` and exposes a click
+Each sub-command lives in its own module of ``energon_pack_tools.cli`` and exposes a click
 command named ``command``. Modules are imported only when their command runs, so
 ``energon-pack simulate`` does not pay for importing torch or megatron-energon.
 """
@@ -13,12 +13,12 @@ import importlib.util
 
 import click
 
-# command name -> module (relative to energon_pack.cli) that defines ``command``
+# command name -> module (relative to energon_pack_tools.cli) that defines ``command``
 COMMANDS: dict[str, str] = {
-    "simulate": "_simulate",
-    "analyze": "_analyze",
-    "demo": "_demo",
-    "make-dataset": "_make_dataset",
+    "simulate": "_simulate_command",
+    "analyze": "_analyze_command",
+    "demo": "_demo_command",
+    "make-dataset": "_make_dataset_command",
 }
 
 
@@ -29,11 +29,11 @@ class _LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS or not _available(name):
             return None
-        return importlib.import_module(f"energon_pack.cli.{COMMANDS[name]}").command
+        return importlib.import_module(f"energon_pack_tools.cli.{COMMANDS[name]}").command
 
 
 def _available(name: str) -> bool:
-    return importlib.util.find_spec(f"energon_pack.cli.{COMMANDS[name]}") is not None
+    return importlib.util.find_spec(f"energon_pack_tools.cli.{COMMANDS[name]}") is not None
 
 
 @click.group(cls=_LazyGroup)

@@ -1,22 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A packing task encoder whose documents are only lengths, for loader tests and benchmarks.
+"""Hand-made documents and a length-only task encoder for loader tests and benchmarks.
 
-Packing decisions depend on document lengths alone, so a dataset whose sample ``i`` holds its
-token count as text exercises exactly the product's packing path (reading, buffers, selection,
-carry-over, state, ``restore_sample``) without a tokenizer. Example: texts ``"6" "5" "3"`` with
-``pack_size=10`` become documents of 6, 5 and 3 tokens; ``best_fit_decreasing`` packs them as
-``[6, 3]`` and ``[5]``, and ``selections`` holds the one buffer's keys in reading order::
+``make_document("a", [5, 6, 7])`` is an ``EncodedSample`` with every token a target.
+:class:`LengthTextEncoder` reads sample text ``"n"`` as a document of ``n`` tokens: packing
+depends on lengths alone, so it runs the product's whole packing path without a tokenizer::
 
     encoder = LengthTextEncoder(pack_size=10, algorithm="best_fit_decreasing")
     packs = list(make_loader(make_text_dataset(path, ["6", "5", "3"]), encoder))
     [p.doc_lengths for p in packs]  # [[6, 3], [5]]
-
-Everything else (over-long policy, alignment, ``carry_over``) is the real
-:class:`~energon_pack.task_encoders.PackingTaskEncoder`, configured by its keyword arguments.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -25,7 +21,30 @@ from megatron.energon import TextSample
 from energon_pack.samples import EncodedSample
 from energon_pack.task_encoders import PackingConfig, PackingTaskEncoder
 
-__all__ = ["LengthTextEncoder"]
+__all__ = ["LengthTextEncoder", "make_document"]
+
+
+def make_document(
+    key: str,
+    tokens: Iterable[int] | torch.Tensor,
+    loss_mask: Iterable[bool | int] | torch.Tensor | None = None,
+    *,
+    document_type: type[EncodedSample] = EncodedSample,
+    **fields: Any,
+) -> EncodedSample:
+    """A document with ``__key__=key``, int64 ``tokens`` and a bool ``loss_mask`` (default all
+    True); ``__restore_key__`` is ``()`` unless given in ``fields``. Shapes are not checked,
+    so a test can build a malformed document on purpose."""
+    ids = torch.as_tensor(list(tokens) if not isinstance(tokens, torch.Tensor) else tokens)
+    ids = ids.to(torch.int64)
+    if loss_mask is None:
+        mask = torch.ones(ids.shape[0], dtype=torch.bool)
+    elif isinstance(loss_mask, torch.Tensor):
+        mask = loss_mask.to(torch.bool)
+    else:
+        mask = torch.tensor([bool(m) for m in loss_mask], dtype=torch.bool)
+    fields.setdefault("__restore_key__", ())
+    return document_type(__key__=key, tokens=ids, loss_mask=mask, **fields)
 
 
 class LengthTextEncoder(PackingTaskEncoder[TextSample]):

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from energon_pack.algorithms import CarryOver
-from energon_pack.tools._analysis import BUFFER_CANDIDATES, recommend_buffer_size
-from energon_pack.tools._analysis_result import AnalysisResult
+from energon_pack_tools._analysis_result import AnalysisResult
+from energon_pack_tools._replay import BUFFER_CANDIDATES, recommend_buffer_size
 
 __all__ = ["buffer_fill_curves", "plot_analysis"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 
-from energon_pack.cli._output import plural
+from energon_pack_tools.cli._output import plural
 
 __all__ = ["write_sft"]
 
@@ -32,7 +32,9 @@ FIELDS = ("prompt", "response", "system")
 
 
 def _examples(files: Sequence[Path], counts: dict[str, int]) -> Iterator[dict[str, bytes]]:
-    from energon_pack.tools import iter_llava_records  # the same JSONL reading and errors
+    from energon_pack_tools._vlm_datasets import (
+        iter_llava_records,  # the same JSONL reading and errors
+    )
 
     for file in files:
         for where, record in iter_llava_records(file):
@@ -68,8 +70,7 @@ def write_sft(out: Path, inputs: Sequence[Path], samples_per_shard: int) -> list
                 f"{path}: --task sft reads .jsonl files, one "
                 '{"prompt": ..., "response": ...} object per line; name each file.'
             )
-    from energon_pack.tools import prepare_dataset
-    from energon_pack.tools._datasets import _write_shards
+    from energon_pack_tools._datasets import _write_shards, prepare_dataset
 
     counts: dict[str, Any] = {"pairs": 0, "system": 0}
     _write_shards(out, _examples(inputs, counts), samples_per_shard)

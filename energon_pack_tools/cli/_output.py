@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Writing a dataset to ``OUT`` all or nothing: :func:`writing_dataset` for ``make-dataset``.
+"""Command output: :func:`writing_dataset` writes ``OUT`` all or nothing, :func:`os_error` turns
+an ``OSError`` into one line (``cannot write out/shard_000003.tar: No space left on device;
+free space on that disk or choose an output directory on another one.``).
 
 A bad line deep in a big input, a missing image or a full disk stops the run; what it wrote is
 removed (``OUT`` is deleted with the parents the run created, or emptied if it existed empty),
@@ -13,6 +15,7 @@ so a failed run never leaves something that looks like a dataset, and the error 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import sqlite3
@@ -22,9 +25,32 @@ from pathlib import Path
 
 import click
 
-from energon_pack.cli._errors import os_error
+__all__ = ["check_writable", "os_error", "plural", "progress_bars", "writing_dataset"]
 
-__all__ = ["check_writable", "plural", "progress_bars", "writing_dataset"]
+#: errno -> what the user can do about it (the path is named in front of it).
+_FIXES: dict[int, str] = {
+    errno.ENOSPC: "free space on that disk or choose an output directory on another one",
+    errno.EDQUOT: "your disk quota is used up: free space or choose another directory",
+    errno.EFBIG: "a file exceeds the size limit: lower --samples-per-shard or raise the limit",
+    errno.EROFS: "the file system is read-only: choose a directory on a writable one",
+    errno.EACCES: "you have no permission there: choose a directory you can write to",
+    errno.EPERM: "the operation is not permitted there: choose a directory you own",
+    errno.ENOTDIR: "a parent of that path is a file, not a directory: choose another path",
+    errno.ENOENT: "it does not exist: check the path (or restore the missing file)",
+    errno.EISDIR: "it is a directory: name a file instead",
+}
+
+
+def os_error(exc: OSError, action: str, path: Path | str | None = None) -> click.ClickException:
+    """A one-line ``ClickException`` for ``exc``: ``cannot ACTION PATH: REASON; FIX.``
+
+    ``path`` is used when ``exc`` names no file (``exc.filename`` wins: it is the exact file).
+    """
+    where = exc.filename if exc.filename is not None else path
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    fix = _FIXES.get(exc.errno or 0, "check the path and try again")
+    target = f" {where}" if where is not None else ""
+    return click.ClickException(f"cannot {action}{target}: {reason}; {fix}.")
 
 
 def plural(n: int, noun: str) -> str:

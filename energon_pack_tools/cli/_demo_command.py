@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """``energon-pack demo``: build a real-text dataset, pack it, train a tiny model, resume, report.
 
-Runs offline on a CPU in about a minute (see :mod:`energon_pack.tools._demo` for the steps)::
+Runs offline on a CPU in about a minute (see :mod:`energon_pack_tools._demo` for the steps)::
 
     $ energon-pack demo
     ...
@@ -23,8 +23,7 @@ from pathlib import Path
 
 import click
 
-from energon_pack.cli._errors import os_error
-from energon_pack.cli._output import progress_bars
+from energon_pack_tools.cli._output import os_error, progress_bars
 
 
 @click.command(name="demo")
@@ -58,7 +57,7 @@ def command(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     progress = progress_bars(no_progress)  # also off when stderr is not a terminal
-    from energon_pack.tools import DemoConfig, run_demo
+    from energon_pack_tools._demo import DemoConfig, run_demo
 
     start = time.perf_counter()
     try:

@@ -19,8 +19,9 @@ pytest.importorskip("accelerate")  # transformers' Trainer needs it (the test ex
 from transformers import TrainingArguments  # noqa: E402
 
 from energon_pack.task_encoders import LLMPackingTaskEncoder  # noqa: E402
-from energon_pack.tools import PackedTrainer, make_loader, tiny_causal_lm  # noqa: E402
-from energon_pack.tools._hf_trainer import LOADER_STATE_FILE  # noqa: E402
+from energon_pack.training import PackedTrainer, make_loader
+from energon_pack.training._hf_trainer import LOADER_STATE_FILE
+from energon_pack_tools import tiny_causal_lm
 
 PACK_SIZE, STEPS, ACCUMULATION, SAVE_AT = 32, 6, 2, 3
 

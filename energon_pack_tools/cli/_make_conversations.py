@@ -12,11 +12,11 @@ A path that leaves the media root (``../x.png``) is refused, an absolute one too
     wrote 16 conversations (8 images, 4 videos of 14 frames, 4 text-only) in 1 shard to data/
     (crude webdataset for ConversationPackingTaskEncoder)
 
-Records stream into the shards (:func:`energon_pack.tools.make_conversation_dataset`); every
+Records stream into the shards (:func:`energon_pack_tools.make_conversation_dataset`); every
 error is one line naming the record and the fix (``llava.jsonl:3: not valid JSON ...``,
 ``llava.json record 2 (id 'a7'): image 'b.png' not found ...``, ``... 2 <image> tag(s) in the
 conversation but 1 image(s) ...``), and the partial output is removed (see
-:mod:`energon_pack.cli._output`).
+:mod:`energon_pack_tools.cli._output`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 import click
 
-from energon_pack.cli._output import plural
+from energon_pack_tools.cli._output import plural
 
 __all__ = ["LLAVA_SUFFIXES", "llava_inputs", "write_conversations"]
 
@@ -65,7 +65,7 @@ def llava_inputs(inputs: Sequence[Path], media_root: Path | None) -> tuple[list[
 
 
 def _records(files: Sequence[Path]) -> Iterator[tuple[str, dict[str, Any]]]:
-    from energon_pack.tools import iter_llava_records
+    from energon_pack_tools._vlm_datasets import iter_llava_records
 
     for file in files:
         yield from iter_llava_records(file)
@@ -85,7 +85,7 @@ def write_conversations(
         ValueError: a bad record, named (the caller removes what was written).
     """
     files, root = llava_inputs(inputs, media_root)
-    from energon_pack.tools import ConversationCounts, make_conversation_dataset
+    from energon_pack_tools._vlm_datasets import ConversationCounts, make_conversation_dataset
 
     counts = ConversationCounts()
     make_conversation_dataset(

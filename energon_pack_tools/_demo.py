@@ -7,7 +7,7 @@ Everything runs offline on a CPU in about a minute, on text that every Python in
    each module docstring and each top-level function or method becomes one document (a few
    dozen to a few thousand characters: a realistic mix of short and over-long documents),
    written to ``corpus.jsonl`` (:func:`write_corpus`) for ``energon-pack make-dataset``.
-2. **Tokenizer.** :func:`energon_pack.tools._tokenizer_training.train_bpe_tokenizer` trains a
+2. **Tokenizer.** :func:`energon_pack_tools._tokenizers.train_bpe_tokenizer` trains a
    byte-level BPE (vocab 2048) on that text and saves it as a transformers tokenizer.
 3. **Dataset.** The documents become an energon ``TextSample`` webdataset (tar shards +
    ``energon prepare``), exactly what a user would build from their own files.
@@ -25,7 +25,7 @@ of the slots while packing five per row fills 500 / 512 = 97.7%: 5x fewer rows f
 tokens.
 
 The module is about 400 lines because the demo's config, its five phases and its printed
-report change together; the text it trains on lives in :mod:`energon_pack.tools._corpus`.
+report change together; the text it trains on lives in :mod:`energon_pack_tools._texts`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from energon_pack.tools._corpus import stdlib_documents, write_corpus
+from energon_pack_tools._texts import stdlib_documents, write_corpus
 
 __all__ = [
     "DemoConfig",
@@ -173,7 +173,7 @@ def _progress(enabled: bool) -> Callable[..., Any]:
 def _make_loader(dataset: Path, tokenizer: Path, config: DemoConfig) -> tuple[Any, Any]:
     from energon_pack.algorithms import CarryOver
     from energon_pack.task_encoders import LLMPackingTaskEncoder
-    from energon_pack.tools._loader import make_loader
+    from energon_pack.training import make_loader
 
     encoder = LLMPackingTaskEncoder(
         str(tokenizer),
@@ -267,8 +267,8 @@ class _Training:
 def _build_corpus(config: DemoConfig, out: Path, echo: Callable[[str], None]) -> _Corpus:
     from transformers import AutoTokenizer
 
-    from energon_pack.tools._datasets import make_text_dataset
-    from energon_pack.tools._tokenizer_training import train_bpe_tokenizer
+    from energon_pack_tools._datasets import make_text_dataset
+    from energon_pack_tools._tokenizers import train_bpe_tokenizer
 
     echo(f"[1/5] reading standard-library sources ({config.documents} documents)")
     texts = stdlib_documents(config.documents)
@@ -292,7 +292,7 @@ def _train(config: DemoConfig, corpus: _Corpus, out: Path, bar: Callable[..., An
     """Train on packed batches; save the loader state half-way and keep what follows it."""
     import torch
 
-    from energon_pack.tools._models import tiny_causal_lm
+    from energon_pack_tools._models import tiny_causal_lm
 
     torch.manual_seed(config.seed)
     model = tiny_causal_lm(

@@ -10,7 +10,7 @@ Streams the lengths through energon's packing buffer with the same code the load
     ...
 
 A lengths file of three columns, ``length media_tokens media_items`` per line (see
-:mod:`energon_pack.cli._lengths`), gives the documents' media loads: the media budgets
+:mod:`energon_pack_tools.cli._lengths_file`), gives the documents' media loads: the media budgets
 (``--max-media-tokens-per-pack``, ``--max-media-per-pack``) and ``--step-packs`` then pack as
 the VLM encoders do, and the report adds the most media per pack and the documents dropped
 over a budget::
@@ -32,8 +32,8 @@ from energon_pack.algorithms import (
     SimulationResult,
     simulate,
 )
-from energon_pack.cli._lengths import load_lengths
-from energon_pack.cli._options import buffer_size_option, spec_options
+from energon_pack_tools.cli._lengths_file import load_lengths
+from energon_pack_tools.cli._options import buffer_size_option, spec_options
 
 
 def _simulate(

@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The demo's text: documents every Python installation has, and the JSONL that holds them.
+"""Text material: deterministic synthetic sentences for tests and examples, and the demo's
+corpus (module docstrings and functions of the standard library, written as ``{"text": ...}``
+JSONL, the input ``energon-pack make-dataset`` reads)::
 
-:func:`stdlib_documents` reads the standard library's ``.py`` files with ``ast``: each module
-docstring and each top-level function or method becomes one document (a few dozen to a few
-thousand characters: a realistic mix of short and over-long documents). :func:`write_corpus`
-writes them as ``{"text": ...}`` lines, the input ``energon-pack make-dataset`` reads::
-
+    synthetic_texts(4, seed=0, max_words=3)               # 4 short sentences over WORDS
     write_corpus(out / "corpus.jsonl", stdlib_documents(2000))
 """
 
@@ -13,11 +11,35 @@ from __future__ import annotations
 
 import ast
 import json
+import random
 import sysconfig
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["stdlib_documents", "write_corpus"]
+__all__ = ["WORDS", "stdlib_documents", "synthetic_texts", "write_corpus"]
+
+#: The vocabulary of :func:`synthetic_texts` (also what the test tokenizer is trained on).
+WORDS: tuple[str, ...] = tuple(
+    "the a of to and in is it that on for with as was by at from this be are or an which one "
+    "packing energon token sample image caption model train buffer shard worker state restore "
+    "loss label position document sequence attention kernel batch epoch seed random data".split()
+)
+
+
+def synthetic_texts(
+    n: int, *, seed: int = 0, min_words: int = 1, max_words: int = 40, words: Sequence[str] = WORDS
+) -> list[str]:
+    """``n`` deterministic sentences of ``min_words..max_words`` words drawn from ``words``."""
+    if n < 0 or min_words < 0 or max_words < min_words:
+        raise ValueError(
+            f"need n >= 0 and 0 <= min_words <= max_words, got {n}, {min_words}, {max_words}"
+        )
+    rng = random.Random(seed)
+    return [
+        " ".join(rng.choice(words) for _ in range(rng.randint(min_words, max_words)))
+        for _ in range(n)
+    ]
 
 
 def stdlib_documents(limit: int = 2000) -> list[str]:

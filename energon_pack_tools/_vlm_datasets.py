@@ -35,7 +35,7 @@ from typing import Any
 
 from energon_pack.task_encoders import ConversationPackingTaskEncoder as Encoder
 from energon_pack.task_encoders import normalize_conversation
-from energon_pack.tools._datasets import _prepare_webdataset, _write_shards, prepare_dataset
+from energon_pack_tools._datasets import _prepare_webdataset, _write_shards, prepare_dataset
 
 __all__ = [
     "ConversationCounts",

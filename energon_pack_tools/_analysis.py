@@ -22,9 +22,9 @@ Worked example: lengths ``[300, 300, 200, 200]``, pack 512, buffer 4, first-fit-
 alone: 4 packs, fill 1000 / 2048 = 48.8%.
 
 ``analyze_dataset`` runs its phases as functions: ``_measure`` (the loader) ->
-``replay_and_sweep`` (:mod:`energon_pack.tools._replay`: ``simulate``, then the buffer sweep)
+``replay_and_sweep`` (:mod:`energon_pack_tools._replay`: ``simulate``, then the buffer sweep)
 -> ``_report``. The
-result type and its text report live in :mod:`energon_pack.tools._analysis_result`.
+result type and its text report live in :mod:`energon_pack_tools._analysis_result`.
 """
 
 from __future__ import annotations
@@ -41,15 +41,11 @@ from energon_pack.algorithms import PackingSpec, as_spec
 from energon_pack.encoding import PackingStats
 from energon_pack.samples import EncodedSample
 from energon_pack.task_encoders import LLMPackingTaskEncoder
-from energon_pack.tools._analysis_result import FIRST_PACKS, AnalysisResult
-from energon_pack.tools._loader import pin_memory_for_device
-from energon_pack.tools._replay import BUFFER_CANDIDATES, recommend_buffer_size, replay_and_sweep
+from energon_pack.training import pin_memory_for_device
+from energon_pack_tools._analysis_result import FIRST_PACKS, AnalysisResult
+from energon_pack_tools._replay import replay_and_sweep
 
-__all__ = [
-    "BUFFER_CANDIDATES",
-    "analyze_dataset",
-    "recommend_buffer_size",
-]
+__all__ = ["analyze_dataset"]
 
 
 @contextlib.contextmanager

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """``energon-pack make-dataset``: text and JSONL files -> an energon ``TextSample`` dataset
-(``--task sft``: prompt/response JSONL, see :mod:`energon_pack.cli._make_sft`;
+(``--task sft``: prompt/response JSONL, see :mod:`energon_pack_tools.cli._make_sft`;
 ``--task conversation``: LLaVA records and their media -> a conversation dataset, see
-:mod:`energon_pack.cli._make_conversations`).
+:mod:`energon_pack_tools.cli._make_conversations`).
 
 The first thing a new user needs: their documents as an energon dataset ready for packing.
 Each ``.txt`` / ``.md`` file is one document; each line of a ``.jsonl`` file is one JSON object
@@ -20,7 +20,7 @@ surrogate such as ``"\\ud800"``) names the file and the line; empty strings are 
 counted (the encoders would drop them anyway).
 
 Documents stream from the inputs into the shards (:func:`iter_documents` feeds
-:func:`energon_pack.tools._datasets.make_text_dataset` a generator), so a multi-GB JSONL needs no more
+:func:`energon_pack_tools._datasets.make_text_dataset` a generator), so a multi-GB JSONL needs no more
 memory than one document and one shard's tar header. A bad line found midway stops the run and
 removes what it wrote (``OUT`` is deleted, or emptied if it existed empty), so a failed run never
 leaves something that looks like a dataset. A filesystem failure (no permission, read-only, full
@@ -36,9 +36,9 @@ from pathlib import Path
 
 import click
 
-from energon_pack.cli._make_conversations import write_conversations
-from energon_pack.cli._make_sft import write_sft
-from energon_pack.cli._output import plural, writing_dataset
+from energon_pack_tools.cli._make_conversations import write_conversations
+from energon_pack_tools.cli._make_sft import write_sft
+from energon_pack_tools.cli._output import plural, writing_dataset
 
 __all__ = [
     "DocumentCounts",
@@ -292,7 +292,7 @@ def _write_text(
 ) -> list[str]:
     """Stream the documents of ``inputs`` into a ``TextSample`` dataset; the summary lines."""
     found = collect_inputs(inputs)
-    from energon_pack.tools import make_text_dataset
+    from energon_pack_tools._datasets import make_text_dataset
 
     counts = DocumentCounts()
     # Streams: shards are written while the inputs are read, never all documents at once.

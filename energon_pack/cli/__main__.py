@@ -1,6 +1,0 @@
-# SPDX-License-Identifier: Apache-2.0
-"""``python -m energon_pack.cli``: the same as the ``energon-pack`` command."""
-
-from energon_pack.cli._main import main
-
-main()

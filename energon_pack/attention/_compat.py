@@ -60,7 +60,7 @@ class ModelReport:
     pack_size: int | None = None
     #: Conditions that made a feature exact (e.g. "LongRoPE: pack_size 64 <= 4096").
     notes: tuple[str, ...] = field(default=())
-    #: What attends both ways inside a document (``_metadata.BIDIRECTIONAL``): ``"document"``
+    #: What attends both ways inside a document (``_model_kwargs.BIDIRECTIONAL``): ``"document"``
     #: (encoders, Gemma 3 ``use_bidirectional_attention``), ``"image_tokens"`` (Gemma 3 VLM),
     #: ``"prefix"`` (PaliGemma); None: causal.
     bidirectional: str | None = None

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The attention kwargs and positions a transformers model needs, given its ``ModelReport``.
 
-One mask, or a mapping per layer type where the forward takes one, or flash's varlen offsets;
-positions as the model makes them for a document alone. See ``docs/howto/kernels.md``.
+One mask (with the blocks that attend both ways), or a mapping per layer type where the
+forward takes one, or flash's varlen offsets; positions as the model makes them for a document
+alone. See ``docs/howto/kernels.md``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,51 @@ from torch.nn.attention.flex_attention import BlockMask
 from energon_pack.attention._compat import ModelReport
 from energon_pack.attention._flex import block_causal_block_mask
 from energon_pack.attention._masks import LocalAttention, additive_mask, document_causal_mask
-from energon_pack.attention._metadata import DocumentMetadata, bidirectional_blocks
+from energon_pack.attention._metadata import DocumentMetadata
 
-__all__ = ["hf_attention_mask", "hf_model_kwargs"]
+__all__ = ["BIDIRECTIONAL", "bidirectional_blocks", "hf_attention_mask", "hf_model_kwargs"]
+
+#: What a model lets attend both ways inside a document, by the name ``bidirectional_blocks``
+#: takes: the whole document (encoders, Gemma 3 ``use_bidirectional_attention``), each run of
+#: image tokens (``token_type_ids == 1``, Gemma 3 VLM), the prefix (``token_type_ids == 0``,
+#: PaliGemma's image + prompt).
+BIDIRECTIONAL = ("document", "image_tokens", "prefix")
 
 Mask = torch.Tensor | BlockMask
+
+
+def bidirectional_blocks(
+    segment_ids: torch.Tensor, kind: str, token_type_ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``(B, L)`` int64 bidirectional blocks: 0 = causal token, tokens of one block ``k > 0``
+    see each other both ways (ids never decrease along a row; never on padding).
+
+    ``segment_ids``: ``(B, L)`` (``DocumentMetadata.segment_ids``); ``kind``: one of
+    :data:`BIDIRECTIONAL`; ``token_type_ids``: ``(B, L)`` as the model's processor makes them
+    (needed by ``"image_tokens"`` and ``"prefix"``). Example, two documents ``[t i i t | i t]``
+    (``i``: ``token_type_ids == 1``) and a pad: ``"image_tokens"`` gives ``0 1 1 0 2 0 0``,
+    ``"prefix"`` ``1 0 0 1 0 2 0``, ``"document"`` ``1 1 1 1 2 2 0``. A run of image tokens
+    never crosses a document border, as it cannot when each document is run alone.
+    """
+    if kind not in BIDIRECTIONAL:
+        raise ValueError(f"unknown bidirectional kind {kind!r}; choose one of {BIDIRECTIONAL}")
+    real = segment_ids > 0
+    if kind == "document":
+        return segment_ids.clone()
+    if token_type_ids is None or token_type_ids.shape != segment_ids.shape:
+        got = None if token_type_ids is None else tuple(token_type_ids.shape)
+        raise ValueError(
+            f"bidirectional {kind!r} blocks need token_type_ids of shape "
+            f"{tuple(segment_ids.shape)}, got {got}: give each document the token_type_ids "
+            "its processor returns (EncodedSample.token_type_ids)"
+        )
+    if kind == "prefix":
+        return torch.where(real & (token_type_ids == 0), segment_ids, 0)
+    image = real & (token_type_ids == 1)
+    continues = torch.zeros_like(image)
+    continues[:, 1:] = image[:, :-1] & (segment_ids[:, 1:] == segment_ids[:, :-1])
+    ids = torch.cumsum(image & ~continues, dim=1)
+    return torch.where(image, ids, 0)
 
 
 def hf_attention_mask(

@@ -29,7 +29,7 @@ from energon_pack.attention import (
 from energon_pack.attention._flash_reference import emulated_flash
 from energon_pack.attention._flex import block_causal_block_mask
 from energon_pack.attention._masks import document_causal_mask
-from energon_pack.attention._metadata import bidirectional_blocks
+from energon_pack.attention._model_kwargs import bidirectional_blocks
 from energon_pack.samples import EncodedSample, collate_packs, pack_documents
 
 IMPLS = ("sdpa", "eager", "flex_attention")

@@ -1,21 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Batches of packs: ``(B, L)`` rows (each padded at the end; the tail padding joins the row's
-last document slot) and one :class:`~energon_pack.attention.DocumentMetadata` for all rows,
-with adapters in each kernel's vocabulary. Packs ``[3, 2]`` and ``[4]``, ``pad_to=6``::
-
-    row 0: a a a b b p     segment_ids 1 1 1 2 2 0   position_ids 0 1 2 0 1 2
-    row 1: c c c c p p     segment_ids 1 1 1 1 0 0   position_ids 0 1 2 3 4 5
-    cu_seqlens [0, 3, 5, 9]     cu_seqlens_padded [0, 3, 6, 12]     (int32)
-
-A batch type names the pack type it collates (``pack_type``) and adds its fields in
-``modality_fields``; ``collate_packs`` picks it. See docs/concepts/metadata.md.
+"""Batches of packs: ``(B, L)`` rows, each padded at the end (the tail padding joins the row's
+last document slot), one :class:`~energon_pack.attention.DocumentMetadata` for all rows, and
+adapters in each kernel's vocabulary. A batch type names the pack type it collates
+(``pack_type``) and adds its fields in ``modality_fields``; ``collate_packs`` picks it. See
+docs/concepts/metadata.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Any, ClassVar, Self
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 import torch
 from megatron.energon import Batch, edataclass
@@ -54,6 +49,31 @@ __all__ = [
 #: Batch types by the pack type they collate (filled by ``pack_type`` class attributes).
 BATCH_TYPES = TypeRegistry("pack")
 
+T = TypeVar("T")
+
+
+def _lists(rows: Any) -> list[list[int]]:
+    return [list(row) for row in rows]
+
+
+class _View(Generic[T]):
+    """``batch.<name>``: ``batch.metadata.<name>``, read-only (``convert``: as a new value)."""
+
+    def __init__(self, convert: Callable[[Any], T] | None = None) -> None:
+        self.convert = convert
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, batch: Any, owner: type | None = None) -> T:
+        if batch is None:
+            return self  # type: ignore[return-value]
+        value = getattr(batch.metadata, self.name)
+        return value if self.convert is None else self.convert(value)
+
+    def __set__(self, batch: Any, value: Any) -> None:
+        raise AttributeError(f"{self.name} is read-only: a view of batch.metadata")
+
 
 @edataclass
 class PackedTextBatch(Batch):
@@ -83,57 +103,17 @@ class PackedTextBatch(Batch):
         if "pack_type" in cls.__dict__:
             BATCH_TYPES.register(cls.pack_type, cls)
 
-    # -- read-only views of the metadata -------------------------------------------------------
-
-    @property
-    def position_ids(self) -> torch.Tensor:
-        """(B, L) int64 positions reset per document; padding continues its slot's count."""
-        return self.metadata.position_ids
-
-    @property
-    def segment_ids(self) -> torch.Tensor:
-        """(B, L) int64 1..k per row for real tokens, 0 on padding."""
-        return self.metadata.segment_ids
-
-    @property
-    def document_borders(self) -> torch.Tensor:
-        """(B, L) bool, True at the first token of each document and at the start of padding."""
-        return self.metadata.document_borders
-
-    @property
-    def seq_idx(self) -> torch.Tensor:
-        """(B, L) int32 slot index in the flattened batch (Mamba / linear attention)."""
-        return self.metadata.seq_idx
-
-    @property
-    def cu_seqlens(self) -> torch.Tensor:
-        """(D + 1,) int32 cumulative real document lengths, from 0."""
-        return self.metadata.cu_seqlens
-
-    @property
-    def cu_seqlens_padded(self) -> torch.Tensor:
-        """(D + 1,) int32 slot offsets in the flattened (B * L,) batch; last entry B * L."""
-        return self.metadata.cu_seqlens_padded
-
-    @property
-    def max_seqlen(self) -> int:
-        """Longest real document, Python int."""
-        return self.metadata.max_seqlen
-
-    @property
-    def max_seqlen_padded(self) -> int:
-        """Longest slot (document + its padding), Python int."""
-        return self.metadata.max_seqlen_padded
-
-    @property
-    def doc_lengths(self) -> list[list[int]]:
-        """Per row, real document lengths."""
-        return [list(row) for row in self.metadata.doc_lengths]
-
-    @property
-    def doc_lengths_padded(self) -> list[list[int]]:
-        """Per row, document lengths after alignment padding (without the row's tail padding)."""
-        return [list(row) for row in self.metadata.doc_lengths_padded]
+    # -- read-only views of the metadata (shapes and dtypes: DocumentMetadata's fields) -------
+    position_ids: ClassVar[_View[torch.Tensor]] = _View()
+    segment_ids: ClassVar[_View[torch.Tensor]] = _View()
+    document_borders: ClassVar[_View[torch.Tensor]] = _View()
+    seq_idx: ClassVar[_View[torch.Tensor]] = _View()
+    cu_seqlens: ClassVar[_View[torch.Tensor]] = _View()
+    cu_seqlens_padded: ClassVar[_View[torch.Tensor]] = _View()
+    max_seqlen: ClassVar[_View[int]] = _View()
+    max_seqlen_padded: ClassVar[_View[int]] = _View()
+    doc_lengths: ClassVar[_View[list[list[int]]]] = _View(_lists)
+    doc_lengths_padded: ClassVar[_View[list[list[int]]]] = _View(_lists)
 
     def to(self, device: torch.device | str, *, non_blocking: bool = False) -> Self:
         """The same batch with every tensor, the metadata's included, on ``device``.
@@ -151,13 +131,9 @@ class PackedTextBatch(Batch):
 
     @property
     def num_target_tokens(self) -> int:
-        """Positions with a target (``labels != -100``): the count ``hf_kwargs``' labels hold.
-
-        Sum it over the micro-batches of an optimizer step (and the data-parallel ranks) and
-        pass it as transformers' ``num_items_in_batch``: the step's loss is then the token-mean
-        of one step over all its documents (see docs/howto/loss.md). A Python int (reading it
-        from labels on a GPU syncs; read it before moving the batch).
-        """
+        """Positions with a target (``labels != -100``), a Python int (it syncs on a GPU: read
+        it before moving the batch). Summed over a step's micro-batches and ranks it is
+        transformers' ``num_items_in_batch`` (see docs/howto/loss.md)."""
         return int((self.labels != IGNORE_INDEX).sum())
 
     def document_target_tokens(self) -> torch.Tensor:
@@ -171,16 +147,9 @@ class PackedTextBatch(Batch):
         return torch.bincount(slot[target], minlength=len(self.metadata.cu_seqlens) - 1)
 
     def loss_weights(self, per: str = "token") -> torch.Tensor:
-        """(B, L) float32 weight of each position's loss term (0 where there is no target).
-
-        ``per="token"``: 1.0 at every target, so ``(weights * ce).sum() / num_target_tokens``
-        is the token-mean. ``per="document"``: ``1 / (targets of its document)``, so each
-        document's terms sum to 1 and ``(weights * ce).sum() / documents`` is the mean over
-        documents of each document's token-mean (SFT recipes that average per sample); count
-        ``documents`` as ``(document_target_tokens() > 0).sum()`` over the whole step.
-        ``ce`` is ``cross_entropy(logits.view(-1, V), labels.view(-1), reduction="none")``
-        on the batch's own aligned ``labels``.
-        """
+        """(B, L) float32 weight of each position's loss term (0 where there is no target):
+        ``per="token"`` 1.0 at every target; ``per="document"`` ``1 / (targets of its
+        document)``, so each document's terms sum to 1 (see docs/howto/loss.md)."""
         target = self.labels != IGNORE_INDEX
         if per == "token":
             return target.to(torch.float32)

@@ -1,21 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``PackingCounts``: what packing did since the worker's previous pack, carried by each item.
-
-With ``num_workers > 0`` the task encoder (and its :class:`~energon_pack.encoding.PackingStats`)
-lives in every worker process, so the main process never sees its counters. Instead every pack
-carries the counts of its worker since that worker's previous pack (``pack.counts``), and a batch
-carries the sum over its packs (``batch.counts``). Summing ``batch.counts`` over the batches a
-training loop receives gives the loader's totals, whatever the number of workers. Example, pack
-size 8, a worker packs ``[5, 3]`` after truncating one sample, then ``[4]``::
-
-    pack 1: PackingCounts(samples=3, documents=3, truncated=1, packs=1, pack_tokens=8,
-                          pack_documents=2, pack_capacity=8)
-    pack 2: PackingCounts(packs=1, pack_tokens=4, pack_documents=1, pack_capacity=8)
-    batch of both: their sum; batch.counts.fill == 12 / 16 == 0.75
-
-Counts are a record of the run, not part of the item's content: ``restore_sample`` rebuilds an
-item with zero counts (it was counted when first made), and after a resume a worker's first
-item also counts the samples energon re-encodes to refill its buffers.
+"""``PackingCounts``: what packing did since the worker's previous pack, carried by each pack
+(``pack.counts``) and summed by each batch (``batch.counts``), so the main process sees every
+worker's counts: summing ``batch.counts`` over a run gives the loader's totals. Counts are a
+record of the run, not content: ``restore_sample`` rebuilds an item with zero counts. See
+docs/howto/loss.md.
 """
 
 from __future__ import annotations
@@ -30,7 +18,9 @@ __all__ = ["PackingCounts"]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PackingCounts:
-    """Counters of one stretch of packing (see the module docstring); add them with ``+``."""
+    """Counters of one stretch of packing; add them with ``+``. A worker that packs ``[5, 3]``
+    (pack size 8) after truncating one sample: ``PackingCounts(samples=3, documents=3,
+    truncated=1, packs=1, pack_tokens=8, pack_documents=2, pack_capacity=8)``."""
 
     #: Source samples given to ``encode_sample``.
     samples: int = 0

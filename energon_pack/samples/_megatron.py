@@ -1,23 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A packed batch as Megatron-Core's THD micro-batch: what ``get_batch`` returns to ``forward_step``.
-
-Megatron trains packed sequences with micro-batch size 1: the ``B`` rows of a batch become one
-``(1, T)`` row (``T = B * L``) described by ``PackedSeqParams``. ``megatron_batch(batch)`` gives
-(with context parallelism, this CP rank's ``T / CP`` positions; ``PackedSeqParams`` stay
-global, as Transformer Engine wants)::
-
-    tokens        (1, T) int64    input ids
-    labels        (1, T) int64    target of each position (already aligned); 0 where none
-    loss_mask     (1, T) float32  1.0 at targets (no target at a document's end or on padding)
-    position_ids  (1, T) int64    reset per document
-    padding_mask  (1, T) bool     True on padding: GPTModel(padding_mask=...) keeps it out of MoE
-                                  routing and router statistics (Megatron's polarity)
-    packed_seq_params             qkv_format="thd", cu_seqlens_q/kv (real lengths),
-                                  cu_seqlens_q/kv_padded (slot offsets), max_seqlen_q/kv (int)
-    num_tokens    int             loss_mask.sum() here: the count ``calculate_per_token_loss``
-                                  sums over micro-batches and data/context-parallel ranks
-
-Built on the host (the CP split and the count need no device sync), then moved to ``device``.
+"""A packed batch as Megatron-Core's THD micro-batch (micro-batch size 1: the ``B`` rows become
+one ``(1, T)`` row, ``T = B * L``, described by ``PackedSeqParams``): what ``get_batch``
+returns to ``forward_step``. With context parallelism each rank gets its ``T / CP`` positions;
+``PackedSeqParams`` stay global, as Transformer Engine wants. See docs/howto/trainers.md.
 """
 
 from __future__ import annotations
@@ -36,7 +21,7 @@ __all__ = ["MegatronBatch", "megatron_batch"]
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class MegatronBatch:
-    """One THD micro-batch in Megatron's vocabulary (see the module docstring)."""
+    """One THD micro-batch in Megatron's vocabulary, built on the host (no device sync)."""
 
     #: (1, T) int64 input ids (T / CP with context parallelism).
     tokens: torch.Tensor
@@ -46,11 +31,13 @@ class MegatronBatch:
     loss_mask: torch.Tensor
     #: (1, T) int64 positions reset per document.
     position_ids: torch.Tensor
-    #: (1, T) bool, True on alignment and tail padding (``GPTModel(padding_mask=...)``).
+    #: (1, T) bool, True on alignment and tail padding: ``GPTModel(padding_mask=...)`` keeps
+    #: it out of MoE routing.
     padding_mask: torch.Tensor
     #: Megatron-Core ``PackedSeqParams`` of the whole batch (a dict without megatron-core).
     packed_seq_params: Any
-    #: Targets in this micro-batch on this rank (``loss_mask.sum()``), a Python int.
+    #: Targets in this micro-batch on this rank (``loss_mask.sum()``), a Python int: the count
+    #: ``calculate_per_token_loss`` sums over micro-batches and ranks.
     num_tokens: int
 
 

@@ -1,18 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Packs: documents concatenated into one sequence, with aligned labels and reset positions.
-
-``labels[i]`` is the token position ``i`` must predict (``tokens[i + 1]`` of the same document)
-or -100; no document predicts the next one's first token. Documents ``[5, 6, 7]`` and
-``[8, 9]``::
-
-    tokens        5     6     7     8     9
-    labels        6     7  -100     9  -100
-    position_ids  0     1     2     0     1
-
-With ``alignment=4`` each document is padded to a multiple of 4 (label -100, positions
-continue). A pack type names the document type it holds (``document_type``) and adds its fields
-in ``modality_fields``; ``pack_documents`` picks it from the documents' type. See
-docs/concepts/packing.md.
+"""Packs: documents concatenated into one sequence with aligned labels (``labels[i]`` is the
+token position ``i`` predicts, -100 at each document's end, on masked targets and on alignment
+padding) and positions reset per document. A pack type names the document type it holds
+(``document_type``) and adds its fields in ``modality_fields``; ``pack_documents`` picks it
+from the documents' type. See docs/concepts/metadata.md.
 """
 
 from __future__ import annotations
@@ -188,19 +179,7 @@ class PackedCaptioningSample(PackedImageFields, PackedTextSample):
     ) -> dict[str, Any]:
         """The images and, with ``mrope=True``, the ``(3, n)`` mRoPE positions of each document
         (``spatial_merge_size``: the vision tower's spatial merge)."""
-        mrope_ids = None
-        if mrope:
-            per_document = [
-                mrope_position_ids(
-                    ln,
-                    s.image_spans.view(-1, 2),
-                    s.image_grid_thw.view(-1, 3),
-                    spatial_merge_size=spatial_merge_size,
-                    padded_length=pl,
-                )
-                for s, ln, pl in zip(samples, layout.lengths, layout.padded)
-            ]
-            mrope_ids = torch.cat(per_document, dim=1)
+        mrope_ids = _mrope(samples, layout, spatial_merge_size) if mrope else None
         return {
             **concat_media(samples, layout.starts, cls.image_fields),
             "mrope_position_ids": mrope_ids,
@@ -209,11 +188,7 @@ class PackedCaptioningSample(PackedImageFields, PackedTextSample):
 
 @edataclass
 class PackedMultimodalSample(VideoFields, PackedCaptioningSample):
-    """One pack of multimodal documents: the images, then the videos, each in pack order.
-
-    mRoPE runs of a document are its images and videos in token order; a video's temporal row
-    steps by ``tokens_per_second * second_per_grid`` (Qwen2.5-VL; ``None``: by 1, Qwen2-VL).
-    """
+    """One pack of multimodal documents: the images, then the videos, each in pack order."""
 
     document_type: ClassVar[type[EncodedSample]] = EncodedMultimodalSample
 
@@ -235,20 +210,9 @@ class PackedMultimodalSample(VideoFields, PackedCaptioningSample):
             [s.video_second_per_grid.view(-1) for s in samples]
         ).to(torch.float32)
         if mrope:
-            per_document = []
-            for s, n, padded in zip(samples, layout.lengths, layout.padded):
-                spans, grids, intervals = _runs(s, tokens_per_second, spatial_merge_size)
-                per_document.append(
-                    mrope_position_ids(
-                        n,
-                        spans,
-                        grids,
-                        spatial_merge_size=spatial_merge_size,
-                        padded_length=padded,
-                        time_intervals=intervals,
-                    )
-                )
-            fields["mrope_position_ids"] = torch.cat(per_document, dim=1)
+            fields["mrope_position_ids"] = _mrope(
+                samples, layout, spatial_merge_size, tokens_per_second
+            )
         return fields
 
     @property
@@ -257,39 +221,60 @@ class PackedMultimodalSample(VideoFields, PackedCaptioningSample):
         return media_tokens(self.tokens, self.image_spans, self.video_spans)
 
 
+def _mrope(
+    samples: Sequence[EncodedCaptioningSample],
+    layout: PackLayout,
+    merge: int,
+    tokens_per_second: float | None = None,
+) -> torch.Tensor:
+    """``(3, n)`` mRoPE positions of a pack, each document's over its media runs."""
+    per_document = []
+    for doc, n, padded in zip(samples, layout.lengths, layout.padded):
+        spans, grids, intervals = _runs(doc, tokens_per_second, merge)
+        per_document.append(
+            mrope_position_ids(
+                n,
+                spans,
+                grids,
+                spatial_merge_size=merge,
+                padded_length=padded,
+                time_intervals=intervals,
+            )
+        )
+    return torch.cat(per_document, dim=1)
+
+
 def _runs(
-    doc: EncodedMultimodalSample, tokens_per_second: float | None, merge: int
-) -> tuple[Any, Any, Any]:
-    """A document's image and video runs in token order: spans, grids, time intervals (a
-    Qwen3-VL video is one run per temporal patch, see ``frame_runs``)."""
-    videos = doc.video_grid_thw.view(-1, 3)
-    per_video = (
-        [1.0] * len(videos)
-        if tokens_per_second is None
-        else (doc.video_second_per_grid.view(-1) * tokens_per_second).tolist()
-    )
+    doc: EncodedCaptioningSample, tokens_per_second: float | None, merge: int
+) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
+    """A document's images and videos in token order: spans, grids, time intervals. A Qwen3-VL
+    video is one run per temporal patch (``frame_runs``); a video's temporal row steps by
+    ``tokens_per_second * second_per_grid`` (Qwen2.5-VL; ``None``: by 1, Qwen2-VL)."""
     spans, grids = doc.image_spans.view(-1, 2).tolist(), doc.image_grid_thw.view(-1, 3).tolist()
     intervals = [1.0] * len(grids)
-    for span, grid, interval in zip(doc.video_spans.view(-1, 2), videos, per_video):
-        runs, run_grids = frame_runs(doc.tokens, span, grid, spatial_merge_size=merge)
-        spans, grids = spans + runs, grids + run_grids
-        intervals += [interval] * len(runs)
-    spans = torch.tensor(spans, dtype=torch.int64).view(-1, 2)
-    grids = torch.tensor(grids, dtype=torch.int64).view(-1, 3)
-    order = torch.argsort(spans[:, 0], stable=True)
-    return spans[order], grids[order], [intervals[i] for i in order.tolist()]
+    if isinstance(doc, VideoFields):
+        videos = doc.video_grid_thw.view(-1, 3)
+        per_video = (
+            [1.0] * len(videos)
+            if tokens_per_second is None
+            else (doc.video_second_per_grid.view(-1) * tokens_per_second).tolist()
+        )
+        for span, grid, interval in zip(doc.video_spans.view(-1, 2), videos, per_video):
+            runs, run_grids = frame_runs(doc.tokens, span, grid, spatial_merge_size=merge)
+            spans, grids = spans + runs, grids + run_grids
+            intervals += [interval] * len(runs)
+    spans_t = torch.tensor(spans, dtype=torch.int64).view(-1, 2)
+    grids_t = torch.tensor(grids, dtype=torch.int64).view(-1, 3)
+    order = torch.argsort(spans_t[:, 0], stable=True)
+    return spans_t[order], grids_t[order], [intervals[i] for i in order.tolist()]
 
 
 def concat_media(
     members: Sequence[Any], offsets: Sequence[int], names: tuple[str, str, str]
 ) -> dict[str, torch.Tensor]:
     """The media fields ``names`` (rows, grid, spans) of ``members`` joined in member order,
-    each member's spans shifted by its offset (its start in a pack, ``row * L`` in a batch).
-
-    Spans ``[[1, 3]]`` and ``[[0, 2]]`` at offsets ``[0, 5]`` give ``[[1, 3], [5, 7]]``. Rows
-    not written yet (a light document's ``PendingPixels``) are written straight into the joined
-    array (:func:`concat_rows`).
-    """
+    each member's spans shifted by its offset (its start in a pack, ``row * L`` in a batch):
+    spans ``[[1, 3]]`` and ``[[0, 2]]`` at offsets ``[0, 5]`` give ``[[1, 3], [5, 7]]``."""
     rows, grid, spans = names
     shifted = [getattr(m, spans).view(-1, 2) + o for m, o in zip(members, offsets)]
     return {

@@ -1,14 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Media rows of several documents joined into one array, written in place where they can be.
-
-A pack's ``pixel_values`` is its documents' rows one after the other. A document's rows are
-usually a tensor (copied, as ``torch.cat`` would), but may be a :class:`RowSource`: rows not
-written yet that write themselves into a slice of the pack's array. Light media buffers use it
-so that a packed image's pixels are written once, into the pack, with no per-document tensor
-(see ``PendingPixels`` in ``energon_pack/encoding/_pixels.py``). Example::
-
-    concat_rows([torch.ones(2, 4), pending])     # pending.shape == (3, 4)
-    -> out = torch.empty(5, 4); out[:2] = 1; pending.write_into(out[2:5])
+"""Media rows of several documents joined into one array: a document's rows are a tensor
+(copied) or a :class:`RowSource` that writes itself into its slice of the pack's array, so a
+light buffer's packed image is written once, into the pack (``PendingPixels`` in
+``energon_pack/encoding/_pixels.py``). See docs/howto/light-media.md.
 """
 
 from __future__ import annotations
@@ -65,13 +59,9 @@ def _numpy_dtype(dtype: torch.dtype) -> bool:
 
 
 def empty_rows(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialized tensor for a pack's media rows, in memory NumPy allocates.
-
-    NumPy asks the kernel for transparent huge pages on arrays of 4 MB and more
-    (``madvise``), so the first write to a pack's ~100 MB of pixels faults in 2 MB pages
-    instead of 4 KB ones (~400 faults instead of ~23,000 here: about 50 ms less per pack of
-    four 1 MP images). Same values as ``torch.empty``; dtypes NumPy lacks use ``torch.empty``.
-    """
+    """An uninitialized tensor for a pack's media rows, in memory NumPy allocates (NumPy asks
+    for transparent huge pages on large arrays; see docs/benchmarks/media-buffer.md). Same
+    values as ``torch.empty``; dtypes NumPy lacks use ``torch.empty``."""
     if not _numpy_dtype(dtype):
         return torch.empty(shape, dtype=dtype)
     return torch.from_numpy(np.empty(shape, dtype=torch.empty(0, dtype=dtype).numpy().dtype))

@@ -120,13 +120,10 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     def encode_document(self, sample: T_sample) -> EncodedSample | Iterable[EncodedSample]:
         """Encode one source sample into one document (or several, e.g. one per turn).
 
-        Use ``EncodedSample.derive_from(sample, tokens=..., loss_mask=...)`` so that ``__key__``,
-        ``__restore_key__``, ``__subflavors__`` and ``__sources__`` carry over. Runs seeded (from
-        the worker seed and the sample's restore key): ``random``, NumPy and torch draws are
-        reproduced on resume and by ``restore_sample``. Raise to skip a bad sample
-        (energon's error handler logs it and goes on). Return a new object for every document
-        and do not change it afterwards: ``encode_sample`` computes one document ahead of
-        energon (see ``seeded_stateless(run_ahead=True)``).
+        Use ``EncodedSample.derive_from(sample, tokens=..., loss_mask=...)`` (keys carry over).
+        Runs seeded from the sample's restore key, so random draws reproduce on resume; raise
+        to skip a bad sample; return a new object per document and do not change it afterwards
+        (``encode_sample`` runs one document ahead). See docs/howto/custom-task.md.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement encode_document().")
 

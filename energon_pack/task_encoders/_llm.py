@@ -1,19 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``LLMPackingTaskEncoder``: pretraining text (energon ``TextSample`` or JSONL) into packs.
-
-Each sample's text becomes one document ``[BOS] text [EOD]``; every token but BOS is a
-prediction target. With pack size 8, ``"the cat sat"`` -> ``[2, 6, 5, 9, 3]`` (BOS=2, EOD=3)
-and ``"a dog"`` -> ``[2, 7, 8, 3]`` do not fit together (5 + 4 > 8), so they land in two packs
-unless the buffer holds shorter documents to fill them. Over-long documents follow
-``overlong`` (``truncate`` by default; ``split`` keeps every token as consecutive documents).
-Text that tokenizes to nothing is dropped and counted in ``stats.dropped_empty`` (an empty
-document would teach nothing but ``BOS -> EOD``).
-
-A crude JSONL dataset (``energon prepare data.jsonl``) with a ``text`` field is cooked into
-``TextSample`` by :func:`cook_text`, registered in ``cookers``::
-
-    encoder = LLMPackingTaskEncoder("/path/to/tokenizer", pack_size=4096, overlong="split")
-    get_train_dataset("data.jsonl", task_encoder=encoder, packing_buffer_size=256, ...)
+"""``LLMPackingTaskEncoder``: pretraining text (energon ``TextSample``, or JSONL cooked by
+:func:`cook_text`) into packs. Each text becomes one document ``[BOS] text [EOD]`` in which
+every token but BOS is a target; text that tokenizes to nothing is dropped and counted. See
+docs/quickstart.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """``MultimodalPackingTaskEncoder``: conversations whose turns reference images and videos; the
-engine of the VQA and conversation encoders.
-
-A conversation is a list of messages ``{"role": "system" | "user" | "assistant", "content":
-str}``; ``<image>`` / ``<video>`` tags mark where each item goes (no tag at all: in front of
-the first user turn). The encoder replaces each tag with the family's placeholder text, renders
-the conversation through the tokenizer's chat template (or ``[BOS] turn turn ...`` without one),
-marks the loss on the assistant turns only, and expands each placeholder to exactly the
-processor's token count. A single message of role ``"text"`` (interleaved image-text data) is
-rendered ``[BOS] content [EOD]`` with the loss on its text. See docs/howto/conversations.md::
-
-    user: "<image> what is it"     assistant: "a cat"
-    <|user|> <img>*4 what is it <|assistant|> a cat </s>
-       F       F     F    F  F       F        T  T   T      (loss_mask)
+engine of the VQA and conversation encoders. ``<image>`` / ``<video>`` tags in the messages
+become the family's placeholders (no tag: in front of the first user turn), the conversation is
+rendered through the chat template (or ``[BOS] turn ... [EOD]``) with the loss on the assistant
+turns only, and each placeholder is expanded to the processor's exact token count. A single
+message of role ``"text"`` (interleaved data) has the loss on its text. See
+docs/howto/conversations.md.
 """
 
 from __future__ import annotations

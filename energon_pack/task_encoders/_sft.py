@@ -1,18 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``SFTPackingTaskEncoder``: prompt/response pairs into packs, loss on the response only.
-
-With a chat template (the tokenizer's ``chat_template``) the document is the rendered
-conversation; the prompt part is what ``apply_chat_template(user turn,
-add_generation_prompt=True)`` renders, and it must be a token prefix of the full conversation::
-
-    <|user|> what is packing <|assistant|> filling sequences </s>
-       F      F    F     F        F          T        T       T      (loss_mask)
-
-Without a template: ``[BOS] prompt response [EOD]`` with loss on ``response [EOD]``. Truncation
-(``overlong="truncate"``, the default) cuts the end, so the response is shortened first.
-
-Input samples are :class:`PromptResponseSample`; a crude JSONL dataset with ``prompt`` and
-``response`` fields (and an optional ``system``) is cooked by :func:`cook_prompt_response`.
+"""``SFTPackingTaskEncoder``: prompt/response pairs (:class:`PromptResponseSample`, or JSONL
+cooked by :func:`cook_prompt_response`) into packs, the loss on the response only. With a chat
+template the prompt is what ``apply_chat_template(user turn, add_generation_prompt=True)``
+renders, a token prefix of the full conversation; without one ``[BOS] prompt response [EOD]``.
+See docs/howto/sft.md.
 """
 
 from __future__ import annotations

@@ -8,12 +8,11 @@ for the demo's dataset at pack 512, buffer 16.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from energon_pack.algorithms import CarryOver
+from energon_pack.algorithms import CarryOver, PackingResult
 
 __all__ = ["FIRST_PACKS", "AnalysisResult"]
 
@@ -22,28 +21,12 @@ FIRST_PACKS = 24
 
 
 @dataclass(frozen=True, kw_only=True)
-class AnalysisResult:
-    """What the loader did to one epoch, and what the simulation predicts (``fill`` = real
-    tokens / pack slots)."""
+class AnalysisResult(PackingResult):
+    """What the loader did to one epoch (the :class:`PackingResult` figures, measured), and what
+    the simulation predicts."""
 
     dataset: str
-    pack_size: int
-    buffer_size: int
-    algorithm: str
-    overlong: str
-    carry_over: CarryOver | None  #: the carry-over policy (``None``: stock packing)
-    samples_in: int  #: non-empty documents read (before the over-long policy)
-    samples_out: int  #: documents in packs (after split / drop)
     empty: int  #: samples that encoded to zero tokens (dropped)
-    packs: int
-    tokens: int  #: real tokens in packs
-    fill: float
-    documents_per_pack: float
-    truncated: int
-    split: int
-    dropped_overlong: int
-    #: documents dropped because their media alone exceed a per-pack media budget
-    dropped_over_budget: int = 0
     #: samples energon's error handler skipped (a corrupt file, bad UTF-8, an encoder error)
     skipped: int = 0
     #: ``(key, reason)`` of the skipped samples (the most recent 1024)
@@ -102,19 +85,15 @@ class AnalysisResult:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (without the per-document lengths and per-pack fills)."""
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        out.pop("lengths")
-        out.pop("media_loads")
-        out.pop("pack_fills")
-        out.pop("first_packs")
-        out.pop("pack_media_tokens")
+        out: dict[str, Any] = super().to_dict()
+        for name in ("lengths", "media_loads", "pack_fills", "first_packs", "pack_media_tokens"):
+            out.pop(name)
         out["media"] = self.media_figures()
         out["buffer_sweep"] = {str(k): v for k, v in self.buffer_sweep.items()}
         out["skipped_samples"] = [{"key": k, "reason": r} for k, r in self.skipped_samples]
         out["high_bit_depth_samples"] = [
             {"key": k, "mode": m} for k, m in self.high_bit_depth_samples
         ]
-        out["carry_over"] = dataclasses.asdict(self.carry_over) if self.carry_over else None
         return out
 
     def lengths_file(self) -> str:
@@ -152,10 +131,11 @@ class AnalysisResult:
                 f"{self.samples_in} in -> {self.samples_out} pieces in packs "
                 f"({self.empty} empty dropped)",
             ),
-            ("pieces/pack", f"{self.documents_per_pack:.2f}"),
+            ("pieces/pack", f"{self.mean_samples_per_pack:.2f}"),
             (
                 "over-long",
-                f"truncated {self.truncated}, split {self.split}, dropped {self.dropped_overlong}",
+                f"truncated {self.truncated_overlong}, split {self.split_overlong}, "
+                f"dropped {self.dropped_overlong}",
             ),
             *(
                 [("over media budget", f"dropped {self.dropped_over_budget}")]

@@ -13,7 +13,12 @@ from energon_pack.algorithms._media import MediaLoad
 from energon_pack.algorithms._overlong import OverlongPolicy, OverlongSampleError, cut_overlong
 from energon_pack.algorithms._pack import pack_lengths
 from energon_pack.algorithms._registry import ALGORITHMS
-from energon_pack.algorithms._simulate import SimulationResult, simulate, simulate_packs
+from energon_pack.algorithms._simulate import (
+    PackingResult,
+    SimulationResult,
+    simulate,
+    simulate_packs,
+)
 from energon_pack.algorithms._spec import CarryOver, PackingSpec, as_spec
 
 __all__ = [
@@ -24,6 +29,7 @@ __all__ = [
     "MediaLoad",
     "OverlongPolicy",
     "OverlongSampleError",
+    "PackingResult",
     "PackingSpec",
     "SimulationResult",
     "as_spec",

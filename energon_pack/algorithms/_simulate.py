@@ -24,28 +24,43 @@ from energon_pack.algorithms._overlong import OverlongCut, OverlongPolicy, cut_l
 from energon_pack.algorithms._pack import pack_lengths
 from energon_pack.algorithms._spec import CarryOver, PackingSpec, as_spec
 
-__all__ = ["SimulationResult", "simulate", "simulate_packs"]
+__all__ = ["PackingResult", "SimulationResult", "simulate", "simulate_packs"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class SimulationResult:
-    """Figures of one simulated pass (``fill`` = real tokens / pack slots)."""
+class PackingResult:
+    """The settings and counts of one packing pass (``fill`` = real tokens / pack slots): what
+    :func:`simulate` and ``energon-pack analyze`` (a real loader) both report."""
 
     pack_size: int
     buffer_size: int
     algorithm: str
     overlong: str
     carry_over: CarryOver | None  #: the carry-over policy (``None``: stock packing)
-    samples_in: int  #: lengths read from the input
-    samples_packed: int  #: samples after the over-long policy (split may add, drop removes)
-    samples_out: int  #: samples emitted in packs (== samples_packed: nothing is lost)
+    samples_in: int  #: documents read (before the over-long policy)
+    samples_out: int  #: documents (pieces) in packs
     dropped_overlong: int
     truncated_overlong: int  #: samples cut to the pack size (overlong="truncate")
-    truncated_tokens: int  #: tokens those cuts removed (not in ``tokens``)
     split_overlong: int  #: samples split into pieces (overlong="split")
+    dropped_over_budget: int = 0  #: samples whose media alone exceed a media budget (dropped)
     packs: int
     tokens: int  #: real tokens in all packs (after truncation/splitting)
     fill: float
+    mean_samples_per_pack: float
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict (``carry_over`` as a dict of its fields, or ``None``)."""
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["carry_over"] = dataclasses.asdict(self.carry_over) if self.carry_over else None
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulationResult(PackingResult):
+    """One simulated pass: the :class:`PackingResult` figures, bounds and buffer behaviour."""
+
+    samples_packed: int  #: samples after the over-long policy (split may add, drop removes)
+    truncated_tokens: int  #: tokens the truncations removed (not in ``tokens``)
     #: sum over select calls of the fewest packs its emitted samples need: ceil(slots /
     #: pack_size); with ``media`` and a media budget also at least ceil(media tokens /
     #: max_media_tokens_per_pack) and ceil((images + videos) / max_media_per_pack)
@@ -54,24 +69,16 @@ class SimulationResult:
     #: ceil(all tokens / pack_size); with ``media`` and a media budget also at least
     #: ceil(all media tokens / budget) and ceil(all images + videos / budget), as above
     global_lower_bound_packs: int
-    mean_samples_per_pack: float
     select_calls: int
     select_seconds: float
     max_age: int  #: most times one sample was carried
     max_wait_samples: int  #: most samples read between a sample's read and its emission
     max_carried_tokens: int  #: most pack slots held by carried samples after a select
-    dropped_over_budget: int = 0  #: samples whose media alone exceed a media budget (dropped)
     #: most media tokens in one pack (``None``: simulated without ``media``)
     max_media_tokens_per_pack: int | None = None
     #: most images + videos in one pack (``None``: simulated without ``media``)
     max_media_per_pack: int | None = None
     warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, object]:
-        """A JSON-ready dict (``carry_over`` as a dict of its fields, or ``None``)."""
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        out["carry_over"] = dataclasses.asdict(self.carry_over) if self.carry_over else None
-        return out
 
 
 @dataclass

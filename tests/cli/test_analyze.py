@@ -38,7 +38,7 @@ def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
     # Buffer 4: first-fit-decreasing pairs 5 with 3 twice -> 2 full packs.
     out = _analyze(*common, "--buffer-size", "4")
     assert (out["packs"], out["tokens"], out["fill"]) == (2, 16, 1.0)
-    assert (out["samples_in"], out["samples_out"], out["documents_per_pack"]) == (4, 4, 2.0)
+    assert (out["samples_in"], out["samples_out"], out["mean_samples_per_pack"]) == (4, 4, 2.0)
     # Buffer 1: every document alone -> 4 packs, 16 tokens in 32 slots.
     out = _analyze(*common, "--buffer-size", "1")
     assert (out["packs"], out["fill"]) == (4, 0.5)
@@ -60,9 +60,14 @@ def test_overlong_counts(tmp_path: Path, tokenizer_dir: Path) -> None:
     common = [str(ds), "--tokenizer", str(tokenizer_dir), "--pack-size", "8", "--buffer-size", "4"]
     split = _analyze(*common, "--overlong", "split")
     # 14 -> pieces 8 + 6; plus "a" (3): 17 tokens, pieces 8 | 6 | 3 -> 3 packs (6 + 3 > 8).
-    assert (split["split"], split["samples_out"], split["tokens"], split["packs"]) == (1, 3, 17, 3)
+    assert (split["split_overlong"], split["samples_out"], split["tokens"], split["packs"]) == (
+        1,
+        3,
+        17,
+        3,
+    )
     truncated = _analyze(*common, "--overlong", "truncate")
-    assert (truncated["truncated"], truncated["tokens"]) == (1, 11)
+    assert (truncated["truncated_overlong"], truncated["tokens"]) == (1, 11)
     dropped = _analyze(*common, "--overlong", "drop")
     assert (dropped["dropped_overlong"], dropped["samples_out"], dropped["tokens"]) == (1, 1, 3)
 

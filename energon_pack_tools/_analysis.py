@@ -1,30 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """What packing will do to a real dataset, measured through the real loader (``analyze``).
 
-:func:`analyze_dataset` streams one epoch of an energon dataset (``repeat=False``, no shuffle,
-``num_workers=0``) through :class:`~energon_pack.task_encoders.LLMPackingTaskEncoder` with the
-given pack size, buffer, algorithm, over-long policy and carry-over, and records
-
-* every document's token length in the dataset's order (measured by the encoder, never
-  estimated; one epoch, no shuffling, so ``simulate`` on the dataset's lengths in file order
-  replays exactly what the loader did),
-* every pack the loader emitted (fill, documents),
-
-then replays the lengths through :func:`energon_pack.algorithms.simulate` with the same
-:class:`~energon_pack.algorithms.PackingSpec` (the same buffer model and over-long policy, so its
-fill must agree with the loader's) and sweeps buffer sizes 16, 32, ..., 4096 to
-recommend the smallest one that reaches the target fill (99%, or the best any buffer can reach
-when the dataset is too small for 99%: 3 documents of 100 tokens in packs of 512 fill at most
-300 / 512 = 58.6%).
-
-Worked example: lengths ``[300, 300, 200, 200]``, pack 512, buffer 4, first-fit-decreasing
--> packs ``[300, 200] [300, 200]``, fill 1000 / 1024 = 97.7%; with buffer 1 every document is
-alone: 4 packs, fill 1000 / 2048 = 48.8%.
-
-``analyze_dataset`` runs its phases as functions: ``_measure`` (the loader) ->
-``replay_and_sweep`` (:mod:`energon_pack_tools._replay`: ``simulate``, then the buffer sweep)
--> ``_report``. The
-result type and its text report live in :mod:`energon_pack_tools._analysis_result`.
+:func:`analyze_dataset` streams one epoch (no shuffle, ``num_workers=0``) through the packing
+encoder, records each document's length and each emitted pack, replays the lengths through
+``simulate`` with the same spec (:mod:`energon_pack_tools._replay`: the fills must agree) and
+sweeps buffer sizes for the smallest reaching the target fill. See docs/howto/buffer-size.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What ``analyze`` found: :class:`AnalysisResult`, its JSON form and its text report.
-
-The analysis itself (measure -> replay -> sweep) is :mod:`energon_pack_tools._analysis`; this
-module only holds and prints its figures, e.g. ``fill 88.53% (simulate 88.53%, bound 100.00%)``
-for the demo's dataset at pack 512, buffer 16.
-"""
+"""What ``analyze`` found: :class:`AnalysisResult`, its JSON form and its text report."""
 
 from __future__ import annotations
 

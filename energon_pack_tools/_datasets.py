@@ -1,17 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Write energon datasets from Python: tar shards + energon's own ``prepare`` command.
-
-``energon-pack make-dataset``, the demo, the examples and the tests use these. Every writer produces WebDataset tar shards (the files of
-one sample share a basename and are adjacent: ``000001.png``, ``000001.txt``) or a JSONL file,
-then runs ``energon prepare`` in-process, exactly as a user would on the command line::
+"""Write energon datasets from Python: WebDataset tar shards (or a JSONL file), then energon's
+own ``prepare`` in-process. Sample ``i`` gets the key ``f"{i:06d}"`` (:func:`sample_key`);
+shards are written as samples arrive, so a generator streams a corpus larger than memory::
 
     make_text_dataset(out, ["first document", "second document"], samples_per_shard=1)
-    # out/shard_000000.tar: 000000.txt     out/shard_000001.tar: 000001.txt
-    # out/.nv-meta/{dataset.yaml, split.yaml, .info.json, index.sqlite, index.uuid}
-
-Sample ``i`` gets the key ``f"{i:06d}"`` (:func:`sample_key`). Shards are written as the samples
-arrive, so :func:`make_text_dataset` also takes a generator and streams a corpus larger than
-memory to disk.
 """
 
 from __future__ import annotations

@@ -1,31 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The end-to-end demo behind ``energon-pack demo``: real text, packed, trained on, resumed.
 
-Everything runs offline on a CPU in about a minute, on text that every Python installation has:
-
-1. **Text.** :func:`stdlib_documents` reads the standard library's ``.py`` files with ``ast``:
-   each module docstring and each top-level function or method becomes one document (a few
-   dozen to a few thousand characters: a realistic mix of short and over-long documents),
-   written to ``corpus.jsonl`` (:func:`write_corpus`) for ``energon-pack make-dataset``.
-2. **Tokenizer.** :func:`energon_pack_tools._tokenizers.train_bpe_tokenizer` trains a
-   byte-level BPE (vocab 2048) on that text and saves it as a transformers tokenizer.
-3. **Dataset.** The documents become an energon ``TextSample`` webdataset (tar shards +
-   ``energon prepare``), exactly what a user would build from their own files.
-4. **Packing.** :class:`~energon_pack.task_encoders.LLMPackingTaskEncoder` with carry-over and
-   ``overlong="split"`` packs them into rows of ``pack_size`` tokens.
-5. **Training.** A tiny Llama (random init) trains for ``steps`` steps on the packed batches
-   through ``batch.hf_kwargs("sdpa", config=model)`` (block-causal mask, reset positions, per-document labels).
-6. **Resume.** The loader state is saved half-way (``loader.save_state_rank()``, written to disk
-   with ``torch.save``); the run continues; a fresh loader restored from the file must produce
-   the same batches (keys and tokens), bit for bit.
-
-The report compares fill with naive padding (each document alone in a row of ``pack_size``).
-With 100 documents of 100 tokens and ``pack_size=512``, naive padding fills 100 / 512 = 19.5%
-of the slots while packing five per row fills 500 / 512 = 97.7%: 5x fewer rows for the same
-tokens.
-
-The module is about 400 lines because the demo's config, its five phases and its printed
-report change together; the text it trains on lives in :mod:`energon_pack_tools._texts`.
+Offline on a CPU: standard-library text (:mod:`energon_pack_tools._texts`) -> a byte-level BPE
+tokenizer -> an energon ``TextSample`` dataset -> ``LLMPackingTaskEncoder`` (carry-over,
+``overlong="split"``) -> a tiny Llama trained through ``batch.hf_kwargs`` -> the loader saved
+half-way and restored, which must give the same batches. The report compares fill with naive
+padding (one document per row). See docs/quickstart.md.
 """
 
 from __future__ import annotations
@@ -387,8 +367,7 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> Demo
         timings["corpus"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         echo(f"[4/5] training a tiny Llama for {config.steps} steps on packed batches")
-        # One intra-op thread: the loader runs in this process too (num_workers=0), and on a
-        # busy 2-core machine two spinning OpenMP threads are 2-3x slower than one.
+        # One intra-op thread: the loader runs in this process too (num_workers=0).
         torch.set_num_threads(1)
         run = _train(config, corpus, out, bar)
         timings["train"] = time.perf_counter() - t0

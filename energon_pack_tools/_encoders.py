@@ -1,13 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Hand-made documents and a length-only task encoder for loader tests and benchmarks.
-
-``make_document("a", [5, 6, 7])`` is an ``EncodedSample`` with every token a target.
-:class:`LengthTextEncoder` reads sample text ``"n"`` as a document of ``n`` tokens: packing
-depends on lengths alone, so it runs the product's whole packing path without a tokenizer::
-
-    encoder = LengthTextEncoder(pack_size=10, algorithm="best_fit_decreasing")
-    packs = list(make_loader(make_text_dataset(path, ["6", "5", "3"]), encoder))
-    [p.doc_lengths for p in packs]  # [[6, 3], [5]]
+"""Hand-made documents (``make_document("a", [5, 6, 7])``) and :class:`LengthTextEncoder`,
+whose sample text ``"n"`` is a document of ``n`` tokens: packing depends on lengths alone, so it
+runs the product's whole packing path without a tokenizer.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Offline image helpers: a small Qwen2-VL image processor and deterministic PNG bytes.
-
-The Qwen2-VL processor resizes each image so both sides are multiples of
-``patch_size * merge_size`` and the area lies in ``[min_pixels, max_pixels]``, cuts it into
-``patch_size`` patches (``temporal_patch_size`` frames each) and reports ``image_grid_thw``.
-The language model sees ``t * h * w / merge_size**2`` placeholder tokens per image. With the
-small defaults here (patch 14, merge 2, max 112*112 pixels) a 64x48 PNG becomes a 56x56 image:
-
-    grid (t, h, w) = (1, 4, 4)  ->  16 patches of 3*2*14*14 = 1176 floats  ->  4 image tokens
-
-so image tests stay fast on CPU. Constructed from its class defaults: no hub access.
+"""Offline image fixtures: a small Qwen2-VL image processor (patch 14, merge 2, at most
+112x112 pixels: a 64x48 PNG becomes 4 image tokens) and deterministic PNG bytes.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A tiny transformers causal LM (random seeded weights, offline) and the per-document reference
-run: a packed forward pass must give, for every document, the logits of that document alone::
-
-    model = tiny_causal_lm(vocab_size=64)                  # 2-layer float32 Llama, eval mode
-    ref = document_logits(model, torch.tensor([1, 5, 9]))  # (3, 64)
+"""A tiny transformers causal LM (seeded random weights, offline) and the per-document reference
+run: a packed forward pass must give each document the logits of that document alone.
 """
 
 from __future__ import annotations

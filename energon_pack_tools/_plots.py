@@ -1,18 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The pictures behind ``energon-pack analyze --plot``: three questions, one PNG.
-
-1. **How long are my documents?** A histogram over log-spaced bins (a 770k-token document next
-   to thousands of 100-token ones stays readable), the pack size marked, and how many documents
-   and tokens lie beyond it.
-2. **Which buffer do I need?** Simulated fill against ``packing_buffer_size`` (16, 32, ...,
-   log scale), stock packing and carry-over, with the recommended buffer and the user's own
-   buffer marked. Lengths ``[300, 300, 200, 200]`` at pack 512 give 48.8% at buffer 1 and
-   97.7% at buffer 4: the curve rises where documents find partners.
-3. **What does a pack look like?** The first packs the loader emitted, one row per pack, one
-   coloured segment per document (or piece of a split document), padding in grey.
-
-Needs matplotlib (``pip install matplotlib``); :func:`plot_analysis` raises ``ImportError``
-saying so when it is missing.
+"""The pictures behind ``energon-pack analyze --plot``, one PNG: document lengths (log bins, the
+pack size marked), simulated fill against buffer size (stock and carry-over, the recommended
+buffer marked), and the first packs the loader emitted. Needs matplotlib.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Phases 2 and 3 of ``analyze``: replay the loader's documents through ``simulate``, sweep
-buffer sizes (phase 1, the loader, is :mod:`energon_pack_tools._analysis`).
-
-The replay gets the documents' lengths in reading order (and their media loads when the spec
-uses them: media budgets, ``step_packs``), so its fill agrees with the loader's. The sweep
-tries :data:`BUFFER_CANDIDATES` and recommends the smallest reaching the target fill:
-lengths ``[300] * 4 + [200] * 4`` at pack 512 fill 2000 / 4096 at buffer 1 and 2000 / 2048 at
-buffer 8 (a 300 meets a 200 only in a buffer holding both).
+"""``analyze``'s replay: the loader's documents (lengths in reading order, media loads where the
+spec uses them) through ``simulate`` with the same spec, then a buffer sweep for the smallest
+buffer reaching the target fill.
 """
 
 from __future__ import annotations

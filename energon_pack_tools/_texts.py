@@ -1,10 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Text material: deterministic synthetic sentences for tests and examples, and the demo's
-corpus (module docstrings and functions of the standard library, written as ``{"text": ...}``
-JSONL, the input ``energon-pack make-dataset`` reads)::
-
-    synthetic_texts(4, seed=0, max_words=3)               # 4 short sentences over WORDS
-    write_corpus(out / "corpus.jsonl", stdlib_documents(2000))
+"""Text material: deterministic synthetic sentences for tests and examples
+(:func:`synthetic_texts`), and the demo's corpus of standard-library docstrings and functions
+written as ``{"text": ...}`` JSONL (:func:`stdlib_documents`, :func:`write_corpus`).
 """
 
 from __future__ import annotations

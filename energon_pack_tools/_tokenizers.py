@@ -1,13 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Tokenizers trained offline and saved as transformers tokenizer directories (no hub access).
-
-:func:`make_tokenizer` trains a word-level vocabulary for tests (specials take ids 0..6:
-``<pad> <unk> <s> </s> <|image_pad|> <|user|> <|assistant|>``, and a minimal chat template so
-SFT paths run). :func:`train_bpe_tokenizer` trains a byte-level BPE for the demo: a word-level
-vocabulary explodes on real text, byte-level BPE never meets an unknown character::
-
-    make_tokenizer(tmp / "tok", ["the cat", "a cat"])
-    train_bpe_tokenizer(tmp / "bpe", texts, vocab_size=2048)
+"""Tokenizers trained offline, saved as transformers tokenizer directories: a word-level one for
+tests (:func:`make_tokenizer`: specials ``<pad> <unk> <s> </s> <|image_pad|> <|user|>
+<|assistant|>`` and a minimal chat template) and a byte-level BPE for the demo
+(:func:`train_bpe_tokenizer`: it never meets an unknown character).
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Write VQA and conversation (LLaVA-style) energon datasets from Python.
 
-``make_vqa_dataset`` writes energon's own ``VQASample`` webdataset (``png`` image, ``txt``
-question, ``json`` answers). ``make_conversation_dataset`` turns LLaVA records plus their media
-files into a crude webdataset that :class:`~energon_pack.task_encoders.ConversationPackingTaskEncoder`
-cooks. Sample ``i`` of a conversation dataset holds::
-
-    000007.json            the record as given (``conversations`` / ``messages``, ``fps``...)
-    000007.img0.png        the bytes of record["image"][0] (media_root / "a.png")
-    000007.vid0.f0000.jpg  frame 0 of record["video"][0] (a directory of frame images, sorted)
-
-Images are copied byte for byte (any format PIL reads); a video is a directory of frames (no
-video decoder is needed: extract frames once with ``ffmpeg -i v.mp4 -vf fps=2 v/%04d.jpg``).
-``read_llava_records`` reads a LLaVA ``.json`` (a list) or ``.jsonl`` file; ``iter_llava_records``
-yields each record with where it is (``"llava.jsonl:3"``), so that every error names the record
-and the fix::
-
-    llava.jsonl:3 (id 'a7'): image 'b.png' not found (no file media/b.png); fix the path in the
-    record, or choose the folder it is relative to (--media-root / media_root=).
-
-Records are checked as the encoder will read them: ``conversations`` / ``messages`` turns, one
-``<image>`` / ``<video>`` tag per item (or no tag at all), and every media file present.
+``make_vqa_dataset`` writes energon's ``VQASample`` webdataset (``png``, ``txt``, ``json``).
+``make_conversation_dataset`` writes LLaVA records and their media as a crude webdataset that
+``ConversationPackingTaskEncoder`` cooks (``000007.json``, ``000007.img0.png``,
+``000007.vid0.f0000.jpg``: a video is a folder of frames). Records are checked as the encoder
+reads them, and every error names the record and the fix. See docs/howto/conversations.md.
 """
 
 from __future__ import annotations

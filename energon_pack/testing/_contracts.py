@@ -1,29 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Contract checks for any packing task encoder on a real energon loader (public test helpers).
-
-Run them in your own test suite against your own encoder and dataset; each raises
-``AssertionError`` with the offending keys or step:
-
-* :func:`assert_each_sample_once`: over one epoch (``repeat=False``) every source sample is in
-  exactly one pack, or was dropped (counted), or was split into pieces ``key#0 .. key#n-1`` that
-  each appear exactly once. Pack ``"a,b#0"`` + pack ``"b#1,c"`` covers samples ``a, b, c``.
-* :func:`assert_resume_identical`: save the loader state after ``k`` items, restore it into a
-  fresh loader, and the rest of the epoch is identical (every field, tensors bit for bit, and
-  ``__restore_key__`` exactly: the product's ``EncodeMapDataset`` keeps the keys energon
-  would number one higher after a save that interrupts a split document).
-* :func:`assert_restore_sample_reproduces`: ``loader.restore_sample(item.__restore_key__)`` on a
-  fresh loader rebuilds each item, in a shuffled order (so worker seeds cannot leak between
-  restores).
-
-Items are compared field by field except :data:`RUN_RECORD_FIELDS` (``counts``: what packing
-counted while the item was made, a record of the run rather than the item's content).
-``restore_sample`` rebuilds an item with zero counts; summed over the items before a save and
-after the restore, the counts equal the uninterrupted run's (tests/task_encoders/test_crash_resume.py).
-A save at any point of a ``repeat=False`` epoch resumes exactly, late saves included (the
-product's ``SourceEndGuard`` avoids energon's replay of a finished reader's share).
-
-``make_loader`` arguments are zero-argument callables that build a *fresh* loader with the same
-arguments each time (see :func:`energon_pack.training.make_loader`).
+"""Contract checks for any packing task encoder on a real energon loader: each sample once
+(:func:`assert_each_sample_once`), save/restore gives the identical rest of the epoch
+(:func:`assert_resume_identical`), ``restore_sample`` rebuilds each item
+(:func:`assert_restore_sample_reproduces`). Items compare field by field, tensors bit for bit,
+except :data:`RUN_RECORD_FIELDS`. ``make_loader`` arguments build a fresh loader per call.
+See docs/howto/custom-task.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Run a script under ``torchrun`` (gloo, CPU) from a test and collect one JSON result per rank.
-
-Multi-rank contracts (disjoint coverage, identical resume) need real processes: each
-data-parallel rank owns its energon loader, and ``save_state_global`` gathers the ranks' states
-over ``torch.distributed``. The pattern, from a pytest test::
-
-    results = run_torchrun("rank_worker.py", ["--dataset", str(path)], nproc_per_node=2,
-                           out_dir=tmp_path / "out")
-    # rank_worker.py, on every rank:
-    #     rank, world_size = init_torchrun_process_group()        # gloo, from torchrun's env
-    #     ... iterate the loader, record items with item_record(item) ...
-    #     write_rank_result({"items": records})                     # out/rank0.json, rank1.json
-    results[1]["items"][0]
-    # {'keys': [['000041', '000050']], 'digest': '5f0c...'}
-
-:func:`item_record` reduces a loader item (pack or batch) to JSON: its member keys per row and a
-SHA-256 digest of every field but ``__restore_key__``, so two runs compare bit for bit without
-shipping tensors between processes. A failed launch raises :class:`TorchrunError` with the tail
-of the ranks' output.
+"""Run a script under ``torchrun`` (gloo, CPU) from a test and collect one JSON result per rank:
+:func:`run_torchrun` launches it, each rank calls :func:`init_torchrun_process_group` and
+:func:`write_rank_result`, and :func:`item_record` reduces a loader item to its member keys and a
+SHA-256 digest so runs compare bit for bit across processes. See docs/howto/distributed.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Hugging Face ``Trainer`` on an energon savable loader of packed batches, with exact resume.
+"""Hugging Face ``Trainer`` on an energon savable loader of packed batches, with exact resume::
 
-::
-
-    args = TrainingArguments("out", max_steps=1000, gradient_accumulation_steps=4, save_steps=100)
     trainer = PackedTrainer(model=model, args=args, loader=loader)   # loader: get_savable_loader
     trainer.train()                                 # later: trainer.train(resume_from_checkpoint=True)
 
-What it changes in ``Trainer`` (imported from transformers on first use; it needs accelerate):
-
-- data: the loader's batches, no ``train_dataset``. Each micro-batch is moved to ``args.device``
-  with its metadata, then given to the model as ``batch.hf_kwargs(attn, config=model.config)``
-  (the mask or varlen offsets exact for that model, reset positions, labels shifted for HF).
-- loss: ``num_items_in_batch`` is the sum of ``batch.num_target_tokens`` over the step's
-  micro-batches (and over processes with ``average_tokens_across_devices``, Trainer's
-  default): the step's loss is the token-mean over all its documents.
-- checkpoints: each ``checkpoint-N`` also holds ``energon_loader_state_rank{R}.pt``;
-  ``train(resume_from_checkpoint=...)`` restores the loader from it, so the run continues with
-  the batches the uninterrupted run would have seen. ``args.ignore_data_skip`` is set to True:
-  Trainer must not skip batches the restored loader has already skipped.
-
-``args.max_steps`` must be set: an energon training loader has no length in packs.
+Batches go to the model as ``batch.hf_kwargs(attn, config=model.config)``; a step's loss is
+the token-mean over its micro-batches; each ``checkpoint-N`` also holds the loader state, which
+``train(resume_from_checkpoint=...)`` restores. ``args.max_steps`` must be set. See
+docs/howto/trainers.md.
 """
 
 from __future__ import annotations

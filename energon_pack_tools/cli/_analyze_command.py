@@ -1,31 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """``energon-pack analyze``: what packing will do to *your* dataset, through the real loader.
 
-Streams one epoch of an energon dataset through a packing task encoder (see
-:mod:`energon_pack_tools._analysis`) and prints fill, packs, documents per pack, over-long counts and
-the smallest buffer that reaches 99% fill::
-
-    $ energon-pack analyze demo/dataset --tokenizer demo/tokenizer --pack-size 512 --buffer-size 16
-    fill                88.53%   (simulate 88.53%, bound 100.00%)
-    packs               715   (324,083 tokens)
-    ...
-    carry-over          99.68% at buffer 16 with --carry-over (simulated; 88.53% without)
-    recommended buffer  256 (simulated fill 99.21% >= 99.00%)
-
-``--task`` picks the encoder (text, sft, captioning, vqa, conversation; see
-:mod:`energon_pack_tools.cli._tasks`), or ``--encoder my_module:MyEncoder`` runs your own (its
-arguments from ``--encoder-args FILE`` / ``--encoder-arg NAME=VALUE``). The media tasks take ``--processor DIR``, a local transformers
-processor directory, and report image and video placeholder tokens apart from text tokens::
-
-    $ energon-pack analyze data/ --task conversation --processor qwen2-vl/ --pack-size 4096 \\
-          --buffer-size 64
-    ...
-    media / text        14 media + 22 text tokens; per pack media 14.0 (max 14), text 22.0 ...
-
-``--json`` prints one object (``fill``, ``packs``, ``tokens``, ``samples_in``, ``samples_out``,
-..., ``media`` for the media tasks); ``--plot FILE.png`` then writes three pictures (lengths,
-fill against buffer size, the first packs; matplotlib), and a failed plot is a warning after the
-report.
+``--task`` picks the encoder (:mod:`energon_pack_tools.cli._tasks`) or ``--encoder
+module:Class`` runs your own; prints fill, packs, over-long counts and the smallest buffer
+reaching 99% fill; ``--json`` prints the :class:`~energon_pack_tools.AnalysisResult`,
+``--plot FILE.png`` draws it. See docs/howto/buffer-size.md.
 """
 
 from __future__ import annotations

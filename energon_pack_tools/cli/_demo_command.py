@@ -1,18 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``energon-pack demo``: build a real-text dataset, pack it, train a tiny model, resume, report.
-
-Runs offline on a CPU in about a minute (see :mod:`energon_pack_tools._demo` for the steps)::
-
-    $ energon-pack demo
-    ...
-    energon-pack demo: 2000 standard-library documents (324,083 tokens), BPE vocab 2048, ...
-      fill            99.8% packed vs 29.0% naive padding (one document per row): 3.4x fewer rows
-      ...
-      resume          PASS: 20 batches after the saved state identical (keys and tokens)
-
-``--out DIR`` keeps what the demo made: ``DIR/corpus.jsonl`` (the documents, one JSON object
-per line, ready for ``energon-pack make-dataset``), ``DIR/tokenizer``, ``DIR/dataset`` and
-``DIR/loader_state.pt``. Exit code 1 when the resume check fails.
+"""``energon-pack demo``: build a real-text dataset, pack it, train a tiny model, resume, report
+(:mod:`energon_pack_tools._demo`). ``--out DIR`` keeps the corpus, tokenizer, dataset and
+loader state; exit code 1 when the resume check fails. See docs/quickstart.md.
 """
 
 from __future__ import annotations

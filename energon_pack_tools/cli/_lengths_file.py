@@ -1,26 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Read a lengths file for ``energon-pack simulate``: a text file or a 1-D ``.npy`` of tokens.
+"""Read a lengths file for ``energon-pack simulate``: a text file or a 1-D integer ``.npy``.
 
-A text file holds one token count per line, or three whitespace-separated whole numbers per
-line, ``length media_tokens media_items`` (the document's tokens, the image and video
-placeholder tokens among them, and its images plus videos; ``0 0`` for text), every line alike.
-Blank lines and ``#`` comments are ignored, and a bad line is named by its number counted from
-1, as an editor shows it::
-
-    lengths.txt          load_lengths(Path("lengths.txt"))
-    -----------          -> click.BadParameter: lengths.txt:3: 'inf' is infinite, not a token
-    512                     count; write one whole number per line.
-    # long ones
-    inf
-
-    vlm.txt              lengths, media = load_lengths(Path("vlm.txt"))
-    -----------          -> lengths [512, 90], media.tokens [256, 0], media.items [1, 0]
-    512 256 1            (a one-column file: media is None)
-    90 0 0
-
-A ``.npy`` must be a 1-D integer array of lengths (a 2-D or object array is refused with the
-fix); a float array is refused too, naming ``nan`` / ``inf`` entries by index. Imports NumPy,
-click and the algorithms layer only.
+A text file holds one token count per line, or ``length media_tokens media_items`` per line
+(``512 256 1`` for an image document, ``90 0 0`` for text); blank lines and ``#`` comments are
+skipped, and a bad line is named by its 1-based number with the fix.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``energon-pack make-dataset --task conversation``: LLaVA JSON(L) + media -> energon dataset.
-
-Each input is a LLaVA ``.json`` (a list of records) or ``.jsonl`` (one record per line). A
-record holds ``conversations`` (``from``/``value``) or ``messages`` (``role``/``content``) with
-``<image>`` / ``<video>`` tags, and ``image`` / ``images`` (file names) and ``video`` /
-``videos`` (folders of frames) relative to ``--media-root`` (default: the inputs' folder).
-A path that leaves the media root (``../x.png``) is refused, an absolute one too unless
-``--allow-absolute-media``, and every image and frame must decode before it is written::
-
-    $ energon-pack make-dataset data/ llava.json --task conversation --media-root media/
-    wrote 16 conversations (8 images, 4 videos of 14 frames, 4 text-only) in 1 shard to data/
-    (crude webdataset for ConversationPackingTaskEncoder)
-
-Records stream into the shards (:func:`energon_pack_tools.make_conversation_dataset`); every
-error is one line naming the record and the fix (``llava.jsonl:3: not valid JSON ...``,
-``llava.json record 2 (id 'a7'): image 'b.png' not found ...``, ``... 2 <image> tag(s) in the
-conversation but 1 image(s) ...``), and the partial output is removed (see
-:mod:`energon_pack_tools.cli._output`).
+"""``energon-pack make-dataset --task conversation``: LLaVA JSON(L) + media -> a crude energon
+dataset for ``ConversationPackingTaskEncoder`` (:func:`energon_pack_tools.make_conversation_dataset`).
+Media paths are relative to ``--media-root`` and may not leave it; every error names the record
+and the fix, and the partial output is removed. See docs/howto/conversations.md.
 """
 
 from __future__ import annotations

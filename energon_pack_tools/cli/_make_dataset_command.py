@@ -1,30 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """``energon-pack make-dataset``: text and JSONL files -> an energon ``TextSample`` dataset
-(``--task sft``: prompt/response JSONL, see :mod:`energon_pack_tools.cli._make_sft`;
-``--task conversation``: LLaVA records and their media -> a conversation dataset, see
+(``--task sft``: :mod:`energon_pack_tools.cli._make_sft`; ``--task conversation``:
 :mod:`energon_pack_tools.cli._make_conversations`).
 
-The first thing a new user needs: their documents as an energon dataset ready for packing.
-Each ``.txt`` / ``.md`` file is one document; each line of a ``.jsonl`` file is one JSON object
-whose ``--field`` (default ``text``) is one document; a directory contributes its ``.txt``,
-``.md`` and ``.jsonl`` files (recursively, sorted; files of other types are listed as skipped,
-and a file reached twice is refused). Documents are written in input order to
-WebDataset tar shards (``000000.txt``, ``000001.txt``, ...) and ``energon prepare`` is run on
-them (``TextSample``, field map ``{"text": "txt"}``, split 1,0,0)::
-
-    $ energon-pack make-dataset data/ corpus.jsonl notes/readme.txt --samples-per-shard 1000
-    wrote 12,345 documents (0 empty skipped) in 13 shards to data/ (energon TextSample)
-
-A JSONL line that is not a JSON object, lacks the field, or holds a non-string (or a lone
-surrogate such as ``"\\ud800"``) names the file and the line; empty strings are skipped and
-counted (the encoders would drop them anyway).
-
-Documents stream from the inputs into the shards (:func:`iter_documents` feeds
-:func:`energon_pack_tools._datasets.make_text_dataset` a generator), so a multi-GB JSONL needs no more
-memory than one document and one shard's tar header. A bad line found midway stops the run and
-removes what it wrote (``OUT`` is deleted, or emptied if it existed empty), so a failed run never
-leaves something that looks like a dataset. A filesystem failure (no permission, read-only, full
-disk) is one line naming the path and the fix, after the same clean-up.
+Each ``.txt`` / ``.md`` file is one document, each JSONL line's ``--field`` one document; a
+directory contributes its files recursively. Documents stream into tar shards and ``energon
+prepare`` runs on them; a bad line or a full disk stops the run, names the file and line, and
+removes what was written. See docs/quickstart.md.
 """
 
 from __future__ import annotations

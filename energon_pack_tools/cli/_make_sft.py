@@ -1,17 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``energon-pack make-dataset --task sft``: prompt/response JSONL -> an energon dataset for
-:class:`~energon_pack.task_encoders.SFTPackingTaskEncoder` (loss on the response only).
-
-Each line of a ``.jsonl`` input is one example, ``{"prompt": ..., "response": ...}`` with an
-optional ``"system"``; other fields are left out. Examples stream into WebDataset shards
-(``000007.json`` each) prepared as a crude dataset that the encoder's cooker reads::
-
-    $ energon-pack make-dataset sft_data/ sft.jsonl --task sft
-    wrote 1,200 prompt/response pairs (31 with a system prompt) in 2 shards to sft_data/
-    (crude webdataset for SFTPackingTaskEncoder)
-
-A bad line stops the run with one line naming ``file:line`` and the fix (``sft.jsonl:3: no
-string field 'response' (fields: instruction, output) ...``), and the partial output is removed.
+"""``energon-pack make-dataset --task sft``: prompt/response JSONL -> a crude energon dataset
+for ``SFTPackingTaskEncoder`` (one ``{"prompt", "response", "system"?}`` object per line). A bad
+line names ``file:line`` and the fix; the partial output is removed. See docs/howto/sft.md.
 """
 
 from __future__ import annotations

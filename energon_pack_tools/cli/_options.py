@@ -1,20 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Click options generated from :class:`~energon_pack.algorithms.PackingSpec`.
 
-``spec_options`` adds one option per spec field (its type, default and ``#:`` doc become the
-option's type, default and help) and hands the command one validated ``spec`` instead of the
-separate values; a knob added to the spec appears in every command that packs. The carry-over
-policy becomes ``--carry-over/--no-carry-over`` plus one option per
-:class:`~energon_pack.algorithms.CarryOver` field (``--min-fill``, ...). Example::
-
-    @click.command()
-    @spec_options
-    @buffer_size_option
-    def command(spec: PackingSpec, buffer_size: int) -> None: ...
-
-``energon-pack simulate ... --pack-size 4096 --overlong split`` and ``energon-pack analyze ...``
-thus parse, default and validate those flags identically (a bad value is a usage error with the
-spec's message). Imports only click and the algorithms layer (``simulate`` stays light).
+``spec_options`` adds one option per spec field (type, default and ``#:`` doc become the
+option's) and hands the command one validated ``spec``; the carry-over policy becomes
+``--carry-over/--no-carry-over`` plus one option per ``CarryOver`` field. ``simulate`` and
+``analyze`` thus parse and validate those flags identically.
 """
 
 from __future__ import annotations

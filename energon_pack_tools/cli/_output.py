@@ -1,15 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Command output: :func:`writing_dataset` writes ``OUT`` all or nothing, :func:`os_error` turns
-an ``OSError`` into one line (``cannot write out/shard_000003.tar: No space left on device;
-free space on that disk or choose an output directory on another one.``).
-
-A bad line deep in a big input, a missing image or a full disk stops the run; what it wrote is
-removed (``OUT`` is deleted with the parents the run created, or emptied if it existed empty),
-so a failed run never leaves something that looks like a dataset, and the error is one line::
-
-    with writing_dataset(Path("data")):
-        make_text_dataset(Path("data"), documents)
-    # ValueError("corpus.jsonl:7: not valid JSON ...") -> click.ClickException, data/ removed
+"""Command output: :func:`writing_dataset` writes ``OUT`` all or nothing (a failed run removes
+what it wrote), :func:`os_error` turns an ``OSError`` into one line naming the path and the fix.
 """
 
 from __future__ import annotations

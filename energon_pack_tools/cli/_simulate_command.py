@@ -1,23 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """``energon-pack simulate``: what packing will do to your lengths, before you train.
 
-Streams the lengths through energon's packing buffer with the same code the loader uses
-(:func:`energon_pack.algorithms.simulate`) and prints fill, packs and the per-buffer bound::
-
-    $ energon-pack simulate lengths.txt --pack-size 4096 --buffer-size 256 --overlong split
-    fill                 98.93%   (per-buffer bound 99.27%)
-    packs                6784     (per-buffer bound 6761)
-    ...
-
-A lengths file of three columns, ``length media_tokens media_items`` per line (see
-:mod:`energon_pack_tools.cli._lengths_file`), gives the documents' media loads: the media budgets
-(``--max-media-tokens-per-pack``, ``--max-media-per-pack``) and ``--step-packs`` then pack as
-the VLM encoders do, and the report adds the most media per pack and the documents dropped
-over a budget::
-
-    media              max per pack 6 media tokens, 2 images/videos; dropped over budget 1
-
-Imports only NumPy and the algorithms layer (no torch, no megatron).
+Streams a lengths file (:mod:`energon_pack_tools.cli._lengths_file`) through
+:func:`energon_pack.algorithms.simulate` and prints fill, packs and the per-buffer bound; with
+media columns the media budgets and ``--step-packs`` pack as the VLM encoders do. Imports only
+NumPy and the algorithms layer. See docs/howto/buffer-size.md.
 """
 
 from __future__ import annotations

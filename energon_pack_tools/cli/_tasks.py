@@ -1,35 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The task encoder ``energon-pack analyze --task`` runs, built from the command's options.
 
-=============  =========================================  ===================================
-``--task``     encoder                                    dataset (energon sample type)
-=============  =========================================  ===================================
-text           ``LLMPackingTaskEncoder(tokenizer)``       TextSample, or JSONL ``text``
-sft            ``SFTPackingTaskEncoder(tokenizer)``       JSONL ``prompt`` / ``response``
-captioning     ``CaptioningPackingTaskEncoder(tok, ip)``  CaptioningSample
-vqa            ``VQAPackingTaskEncoder(tok, ip)``         VQASample, VidQASample
-conversation   ``ConversationPackingTaskEncoder(...)``    ``make-dataset --task conversation``,
-                                                          VQA, VidQA, InterleavedSample
-=============  =========================================  ===================================
-
-The media tasks take ``--processor DIR``, a local transformers processor directory: its
-``preprocessor_config.json`` or ``processor_config.json`` (what ``save_pretrained(DIR)``
-writes, or a downloaded Qwen2/2.5/3-VL, InternVL, Idefics3, Gemma 3 or PaliGemma snapshot) is
-loaded with ``AutoImageProcessor`` (InternVL, Gemma 3, PaliGemma: with ``image_seq_length`` and
-``processor_class`` from ``processor_config.json``; Idefics3: ``AutoProcessor``),
-and the placeholder tokens are the family's (``vision_family(...).default_tokens``); the tokenizer
-comes from ``--tokenizer`` or from the same directory. A ``video_preprocessor_config.json`` is
-loaded with ``AutoVideoProcessor`` when torchvision is installed; without it, video frames go
-through the image processor (a note says so).
-
-``--encoder module:Class`` instead runs the user's own ``PackingTaskEncoder`` subclass (its
-module imported from the current folder or ``PYTHONPATH``), built with the keyword arguments of
-``--encoder-args FILE`` (a JSON or YAML mapping) and ``--encoder-arg NAME=VALUE`` (values read
-as YAML: ``512``, ``true``, ``[1, 2]``), ``tokenizer=`` from ``--tokenizer``,
-``image_processor=`` from ``--processor`` and ``config=`` the packing options. Example::
-
-    build_encoder("vqa", PackingSpec(pack_size=4096), tokenizer=None, processor=Path("qwen2-vl"))
-    # -> (VQAPackingTaskEncoder(qwen2-vl tokenizer, Qwen2VLImageProcessor...), [])
+``text``, ``sft``, ``captioning``, ``vqa`` or ``conversation`` (the media tasks load
+``--processor DIR``, a local transformers processor directory, and the family's placeholder
+tokens), or ``--encoder module:Class`` with ``--encoder-args FILE`` / ``--encoder-arg
+NAME=VALUE`` for your own ``PackingTaskEncoder`` subclass. See docs/howto/buffer-size.md.
 """
 
 from __future__ import annotations

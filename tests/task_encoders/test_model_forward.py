@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from vlm_models import tiny_vlm
 
 from energon_pack.task_encoders import (
     CaptioningPackingTaskEncoder,
@@ -16,45 +17,6 @@ from energon_pack.task_encoders import (
 )
 from energon_pack.training import make_loader
 from energon_pack_tools import document_loss, tiny_causal_lm
-
-
-def tiny_qwen2_vl(vocab_size: int, image_token_id: int) -> torch.nn.Module:
-    """A 2-layer Qwen2-VL (1-layer vision tower, patch 14, merge 2) with seeded weights."""
-    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
-
-    config = Qwen2VLConfig(
-        text_config=dict(
-            vocab_size=vocab_size,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=512,
-            rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
-            bos_token_id=2,
-            eos_token_id=3,
-            pad_token_id=0,
-        ),
-        vision_config=dict(
-            depth=1,
-            embed_dim=32,
-            hidden_size=64,
-            num_heads=2,
-            mlp_ratio=2,
-            patch_size=14,
-            spatial_merge_size=2,
-            temporal_patch_size=2,
-            in_channels=3,
-        ),
-        image_token_id=image_token_id,
-        video_token_id=vocab_size - 1,
-        vision_start_token_id=vocab_size - 2,
-        vision_end_token_id=vocab_size - 3,
-    )
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    return Qwen2VLForConditionalGeneration(config).eval()
 
 
 def first_batch(path: Any, enc: Any) -> Any:
@@ -96,7 +58,11 @@ def test_captioning_batch_through_tiny_qwen2_vl(
         tokenizer_dir, image_processor, pack_size=48, mrope=True, overlong="drop"
     )
     batch = first_batch(captioning_dataset.path, enc)
-    model = tiny_qwen2_vl(len(tokenizer), enc.image_token_id)
+    vocab = len(tokenizer)
+    ids = dict(
+        image=enc.image_token_id, video=vocab - 1, vision_start=vocab - 2, vision_end=vocab - 3
+    )
+    model = tiny_vlm("qwen2_vl", vocab, ids)
     kwargs = batch.hf_kwargs("sdpa", config=model)
     assert kwargs["position_ids"].shape == (3, *batch.tokens.shape)
     out = model(**kwargs)

@@ -39,6 +39,7 @@ def test_every_example_is_listed() -> None:
     assert found == set(EXPECTED), f"add the new example to EXPECTED: {found ^ set(EXPECTED)}"
 
 
+@pytest.mark.slow  # each example in a subprocess
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_example_runs(name: str, tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}

@@ -121,6 +121,7 @@ def _commands() -> list[str]:
     return commands
 
 
+@pytest.mark.slow  # the README commands as subprocesses (the demo)
 def test_readme_commands_run_verbatim(tmp_path: Path) -> None:
     commands = _commands()
     assert any(c.startswith("energon-pack demo") for c in commands), commands

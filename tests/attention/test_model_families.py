@@ -113,7 +113,6 @@ def all_cells() -> dict[tuple[str, str], Cell]:
     return {(f.name, i): cell(f, i) for f in FAMILIES for i in IMPLEMENTATIONS}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
 def test_family_is_exact_or_refused_by_name(family: Family) -> None:
     for impl in IMPLEMENTATIONS:
@@ -127,7 +126,6 @@ def test_family_is_exact_or_refused_by_name(family: Family) -> None:
             assert got.outcome == "exact", (impl, got)
 
 
-@pytest.mark.slow
 def test_registry_and_doc_table_are_the_matrix() -> None:
     cells = all_cells()
     assert json.loads(REGISTRY.read_text()) == registry(cells)

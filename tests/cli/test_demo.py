@@ -90,6 +90,7 @@ def test_bpe_tokenizer_round_trips_unseen_text(tmp_path: Path) -> None:
     assert tok.decode(tok(text, add_special_tokens=False).input_ids) == text
 
 
+@pytest.mark.slow  # the demo as a subprocess
 def test_demo_subprocess_passes_and_reports(tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     cmd = [

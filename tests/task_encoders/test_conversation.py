@@ -157,6 +157,7 @@ def mixed_dataset(tmp_path: Path, vqa: Path, conv: Path) -> Path:
     return yaml
 
 
+@pytest.mark.slow  # 2 workers
 def test_two_worker_epoch_over_a_vqa_and_conversation_blend_resume_and_restore(
     tmp_path, vqa_dataset, conversation_dataset, vlm_tokenizer_dir, image_processor
 ) -> None:

@@ -63,6 +63,7 @@ def _epoch(path: Path, encoder: Any, num_workers: int) -> list[Any]:
     return list(loader)
 
 
+@pytest.mark.slow  # 2 workers
 def test_skipped_samples_are_counted_by_key_and_totals_agree_across_workers(
     flawed_captioning: Path, tokenizer_dir: Path, image_processor: Any, capfd: Any
 ) -> None:
@@ -116,7 +117,7 @@ def test_restore_sample_counts_nothing(text_dataset: Any, tokenizer_dir: Path) -
     assert encoder.stats.counts() == before
 
 
-@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])
 def test_overlong_error_stops_the_run_with_one_message(tmp_path: Path, num_workers: int) -> None:
     path = make_text_dataset(tmp_path / "ds", [str(n) for n in [5, 9, 3, 7, 70, 12] * 8])
     encoder = LengthTextEncoder(pack_size=32, overlong="error")
@@ -130,6 +131,7 @@ def test_overlong_error_stops_the_run_with_one_message(tmp_path: Path, num_worke
         assert str(info.value).count("\n") == 0
 
 
+@pytest.mark.slow  # two analyze runs; skip counts stay fast in test_captioning
 def test_analyze_reports_skipped_samples_by_key(tmp_path: Path, tokenizer_dir: Path) -> None:
     texts = [t.encode() for t in synthetic_texts(40, seed=2, min_words=1, max_words=20)]
     texts[7] = b"bad \xff utf-8"

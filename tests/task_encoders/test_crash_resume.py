@@ -71,6 +71,7 @@ def _check_every_save(make: Callable[[], Any], late: int) -> list[Any]:
     return reference
 
 
+@pytest.mark.slow  # a resume from every save
 @pytest.mark.parametrize("carry", [True, False], ids=["carry_over", "stock"])
 def test_every_late_save_resumes_to_the_uninterrupted_run(lengths_dataset: Path, carry) -> None:
     reference = _check_every_save(lambda: _loader(lengths_dataset, carry), late=6)
@@ -78,6 +79,7 @@ def test_every_late_save_resumes_to_the_uninterrupted_run(lengths_dataset: Path,
     assert total.samples == 90 and total.split > 0  # splits: a save can interrupt one
 
 
+@pytest.mark.slow  # a resume from every save
 def test_a_blend_with_repetitions_resumes_at_every_save(tmp_path: Path) -> None:
     """A metadataset blend (``repetitions: 2`` wraps a reader in a finite ``RepeatDataset``,
     which, like ``BlendDataset``, resets itself at its end): no replay at late saves."""

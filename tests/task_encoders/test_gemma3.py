@@ -210,9 +210,8 @@ def fast_flex() -> Iterator[None]:
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
-@pytest.mark.parametrize(
-    "impl", ["sdpa", "eager", pytest.param("flex_attention", marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize("impl", ["sdpa", "eager", "flex_attention"])
+@pytest.mark.slow  # the fast tier: test_bidirectional's tiny Gemma 3 VLM cells
 def test_tiny_gemma3_packed_logits_equal_alone(
     impl: str,
     fast_flex: None,

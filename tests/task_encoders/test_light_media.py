@@ -202,6 +202,7 @@ def test_restore_sample_fails_on_plain_energon_and_works_here(
     assert_restore_sample_reproduces(loaders["ours"], packs[:3])
 
 
+@pytest.mark.slow  # 2 workers
 def test_two_workers_resume_and_restore_sample_exact(
     conversation_dataset, vlm_tokenizer_dir, image_processor
 ) -> None:

@@ -35,8 +35,18 @@ def expected_tokens(tokenizer: Any, text: str) -> list[int]:
     return [BOS, *body, EOS] if body else []
 
 
-@pytest.mark.parametrize("policy", list(OverlongPolicy))
-@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+SLOW = pytest.mark.slow
+#: Every algorithm under "split" and every policy under the default algorithm in the fast tier.
+CASES = [
+    pytest.param(
+        a, p, marks=() if p is OverlongPolicy.SPLIT or a == PackingConfig.algorithm else SLOW
+    )
+    for a in sorted(ALGORITHMS)
+    for p in OverlongPolicy
+]
+
+
+@pytest.mark.parametrize("algorithm, policy", CASES)
 def test_every_sample_once_for_every_algorithm_and_policy(
     text_dataset, tokenizer_dir, tokenizer, algorithm: str, policy: OverlongPolicy
 ) -> None:

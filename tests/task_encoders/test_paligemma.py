@@ -117,7 +117,7 @@ def packs(datasets: dict[str, Any], tok_dir: Path) -> dict[str, list[Any]]:
     return out
 
 
-@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+@pytest.mark.parametrize("impl", ["sdpa", pytest.param("eager", marks=pytest.mark.slow)])
 def test_packed_paligemma_documents_equal_processor_alone(
     impl: str, datasets: dict[str, Any], packs: dict[str, list[Any]], tok_dir: Path
 ) -> None:

@@ -145,7 +145,7 @@ def packs_of(task: str, path: Path, family: Any, light: bool) -> tuple[Any, list
     return enc, list(make_loader(path, enc, packing_buffer_size=5))
 
 
-@pytest.mark.parametrize("task", ["vqa", "conversation"])
+@pytest.mark.parametrize("task", [pytest.param("vqa", marks=pytest.mark.slow), "conversation"])
 def test_packed_documents_equal_the_processor_alone(
     task: str, datasets: dict[str, Any], family: Any
 ) -> None:
@@ -259,6 +259,7 @@ def test_tile_families_refuse_mrope_videos_and_captioning(family: Any) -> None:
         enc.media.videos([[Image.new("RGB", (56, 56))]])
 
 
+@pytest.mark.slow  # analyze counting media: test_analyze_vlm (fast)
 def test_analyze_counts_the_familys_media_tokens(
     tmp_path: Path, datasets: dict[str, Any], family: Any
 ) -> None:

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     )
     from energon_pack_tools._models import document_logits, document_loss, tiny_causal_lm
     from energon_pack_tools._plots import plot_analysis
-    from energon_pack_tools._replay import recommend_buffer_size
     from energon_pack_tools._texts import WORDS, synthetic_texts
     from energon_pack_tools._tokenizers import IMAGE_TOKEN, make_tokenizer, train_bpe_tokenizer
     from energon_pack_tools._vlm_datasets import (
@@ -56,7 +55,6 @@ _LAZY: dict[str, str] = {
     "document_loss": "energon_pack_tools._models",
     "tiny_causal_lm": "energon_pack_tools._models",
     "plot_analysis": "energon_pack_tools._plots",
-    "recommend_buffer_size": "energon_pack_tools._replay",
     "WORDS": "energon_pack_tools._texts",
     "synthetic_texts": "energon_pack_tools._texts",
     "IMAGE_TOKEN": "energon_pack_tools._tokenizers",
@@ -87,7 +85,6 @@ __all__ = [
     "prepare_dataset",
     "random_png_bytes",
     "read_llava_records",
-    "recommend_buffer_size",
     "sample_key",
     "synthetic_texts",
     "tiny_causal_lm",

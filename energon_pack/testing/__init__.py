@@ -14,9 +14,7 @@ from energon_pack.testing._contracts import (
 from energon_pack.testing._distributed import (
     TorchrunError,
     init_torchrun_process_group,
-    item_digest,
     item_record,
-    read_rank_results,
     run_torchrun,
     write_rank_result,
 )
@@ -27,10 +25,8 @@ __all__ = [
     "assert_resume_identical",
     "assert_same_item",
     "init_torchrun_process_group",
-    "item_digest",
     "item_record",
     "member_keys",
-    "read_rank_results",
     "run_torchrun",
     "TorchrunError",
     "write_rank_result",

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from energon_pack.algorithms import CarryOver, simulate
-from energon_pack_tools import recommend_buffer_size, synthetic_texts
+from energon_pack_tools import synthetic_texts
+from energon_pack_tools._replay import recommend_buffer_size
 from energon_pack_tools.cli._analyze_command import command
 from energon_pack_tools.cli._make_dataset_command import command as make_dataset
 

@@ -10,14 +10,8 @@ import pytest
 import torch
 
 from energon_pack.samples import collate_packs, pack_documents
-from energon_pack.testing import (
-    TorchrunError,
-    item_digest,
-    item_record,
-    read_rank_results,
-    run_torchrun,
-    write_rank_result,
-)
+from energon_pack.testing import TorchrunError, item_record, run_torchrun, write_rank_result
+from energon_pack.testing._distributed import item_digest, read_rank_results
 from energon_pack_tools import make_document
 
 doc = make_document

@@ -181,11 +181,14 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         return self.materialize(doc, into_pack=True)
 
     def _init_light_media(
-        self, requested: bool | None, image_processor: Any, *, augmented: bool = False
+        self, requested: bool | None, image_processor: Any, augmenters: tuple[str, ...]
     ) -> None:
-        """Light or stock buffers for a media encoder (:func:`resolve_light_media`: light where
-        exact, with or without carry-over, and, unless requested, without ``augmented`` (an
-        augmentation override, which may change sizes)); call it after the base ``__init__``."""
+        """Light or stock buffers for a media encoder (:func:`resolve_light_media`): light where
+        exact; unless requested, stock where a subclass overrides one of the ``augmenters`` (an
+        augmentation may change sizes). Call it after the base ``__init__``."""
+        cls = type(self)
+        first = {m: next(c for c in reversed(cls.__mro__) if m in vars(c)) for m in augmenters}
+        augmented = any(getattr(cls, m) is not vars(first[m])[m] for m in augmenters)
         #: Plans documents from media headers, or None: media are decoded in the buffer.
         self.media_planner = resolve_light_media(
             requested,
@@ -255,12 +258,9 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         return self.config.slots(len(sample.tokens))
 
     def build_train_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
-        """energon's, with every stage's error handler counting skipped samples, and the
-        wrappers of :mod:`energon_pack.energon` for exact resume.
-
-        See :class:`~energon_pack.energon.counting_skips`: skipped samples are counted in
-        ``stats.skipped`` (and the items' ``counts``), and ``overlong="error"`` stops the run.
-        """
+        """energon's, with every stage's error handler counting skipped samples in
+        ``stats.skipped`` (:func:`~energon_pack.energon.counting_skips`) and the guards of
+        :mod:`energon_pack.energon` for exact resume."""
         with counting_skips(self, worker_config), without_shard_print():
             return self._resumable(super().build_train_datasets, worker_config, kwargs)
 
@@ -320,13 +320,9 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         packing_buffer_size: int | None = None,
         worker_config: Any,
     ) -> Any:
-        """energon's ``build_batch``, with the carry-over packing dataset when configured.
-
-        Raises ValueError when ``packing_buffer_size`` is None and ``batch`` is this class's
-        (which collates packs): energon would pass unpacked documents to it. A subclass whose
-        ``batch`` collates documents itself (padding, evaluation without packing) may run
-        without a packing buffer.
-        """
+        """energon's ``build_batch``, with the post-encode (light media) or carry-over packing
+        dataset. Without ``packing_buffer_size`` only a subclass whose own ``batch`` collates
+        documents may run (this class's would get unpacked documents: ValueError)."""
         if packing_buffer_size is None and type(self).batch is PackingTaskEncoder.batch:
             raise ValueError(
                 f"{type(self).__name__} packs documents, but packing_buffer_size is None, so "

@@ -85,8 +85,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         self.spatial_merge_size = self.media.merge_size
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
-        augmented = type(self).augment_image is not CaptioningPackingTaskEncoder.augment_image
-        self._init_light_media(light_media, image_processor, augmented=augmented)
+        self._init_light_media(light_media, image_processor, ("augment_image",))
 
     def pack_options(self) -> dict[str, Any]:
         """``mrope`` and the image processor's ``spatial_merge_size``, for each pack."""
@@ -97,20 +96,16 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         return image
 
     def process_image(self, image: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(pixel_values (patches, patch_dim) float32, image_grid_thw (1, 3) int64)``.
-
-        Through :attr:`fast_pixels` where it is exact (``MediaProcessor.images``)."""
+        """Hook: ``(pixel_values (patches, patch_dim) float32, image_grid_thw (1, 3) int64)``
+        (default: ``MediaProcessor.images``, through :attr:`fast_pixels` where exact)."""
         media = self.media.images([image])
         return media.pixel_values, media.grid_thw
 
     def _processed(
         self, images: list[Any], key: str, *, pending: bool = False
     ) -> tuple[Any, torch.Tensor]:
-        """Decode, augment and process images (errors name the sample): ``(rows, grid)``.
-
-        ``pending``: rows left unwritten for the pack (``PendingPixels``) where
-        ``MediaProcessor.images`` makes them (:attr:`fast_pixels`, ``process_image`` not
-        overridden)."""
+        """Decode, augment and process images (errors name the sample): ``(rows, grid)``;
+        ``pending``: rows left for the pack to write where ``MediaProcessor.images`` can."""
         pils = [self.augment_image(to_pil_image(image, key=key)) for image in images]
         try:
             if type(self).process_image is CaptioningPackingTaskEncoder.process_image:

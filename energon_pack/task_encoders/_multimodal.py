@@ -148,11 +148,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         self.default_fps = default_fps
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
-        augmented = any(
-            getattr(type(self), m) is not getattr(MultimodalPackingTaskEncoder, m)
-            for m in ("augment_image", "augment_video")
-        )
-        self._init_light_media(light_media, image_processor, augmented=augmented)
+        self._init_light_media(light_media, image_processor, ("augment_image", "augment_video"))
 
     def _text_layout(self, start: str | None, wrap: bool) -> tuple[str, str] | None:
         """Gemma 3: the tag becomes the vision start token (the processor's image token) in
@@ -231,12 +227,9 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             yield doc
 
     def _media_over_pack(self, doc: EncodedMultimodalSample) -> bool:
-        """Drop and count ``doc`` when one image or video alone is longer than the pack.
-
-        No piece could hold that item (the over-long policy never cuts media; a document whose
-        media all fit is truncated or split around them). Under ``overlong="error"`` the
-        document is kept, and the policy raises.
-        """
+        """Drop and count ``doc`` when one image or video alone is longer than the pack (no
+        piece could hold it: media are never cut); under ``overlong="error"`` the policy
+        raises instead."""
         spans = doc.media_spans()
         longest = int((spans[:, 1] - spans[:, 0]).max()) if len(spans) else 0
         policy = OverlongPolicy(self.config.overlong)
@@ -364,13 +357,9 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
     def tag_mismatch(
         cls, text: str, n_images: int, n_videos: int
     ) -> tuple[str, str, int, int] | None:
-        """The first ``(tag, "image" | "video", tags found, items)`` whose tags in ``text`` break
-        the rule: one tag per item, or no tag at all (the items then go before the first user
-        turn); None when both match. The rule the encoder applies, for checks made before it.
-
-        ``tag_mismatch("<image><image> hi", 1, 0)`` -> ``("<image>", "image", 2, 1)``;
-        ``tag_mismatch("hi", 1, 0)`` -> None.
-        """
+        """The first ``(tag, "image" | "video", tags found, items)`` breaking the rule (one tag
+        per item, or none at all), else None: ``tag_mismatch("<image><image> hi", 1, 0)`` ->
+        ``("<image>", "image", 2, 1)``. The encoder's rule, for checks made before it."""
         for tag, n in ((cls.image_tag, n_images), (cls.video_tag, n_videos)):
             found = text.count(tag)
             if found != n and not (found == 0 and n > 0):

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Best-fit decreasing: longest first, each into the open pack it fills the most.
 
-The open packs' distinct rooms are a sorted list searched with ``bisect``, each with its packs;
-among equal rooms the most recently filled pack wins. ``[5, 4, 6, 3, 2]``, capacity 10: bins
-``[[2, 1], [0, 3, 4]]``. See docs/benchmarks/algorithms.md.
+The open packs that fit the current length are a stack, the tightest on top; the others wait,
+grouped by room, until the lengths fall to their room. Among equal rooms the most recently
+filled pack wins. ``[5, 4, 6, 3, 2]``, capacity 10: bins ``[[2, 1], [0, 3, 4]]``. See
+docs/benchmarks/algorithms.md.
 """
 
 from __future__ import annotations
@@ -34,75 +35,83 @@ __all__ = [
 def _best_fit(
     order: list[int], lengths: list[int], capacity: int, max_samples_per_pack: int | None
 ) -> tuple[list[list[int]], tuple]:
-    """Best fit of ``lengths[i]`` for ``i`` in ``order``: the bins, and the open packs for
-    :func:`_rooms`. The open packs' distinct rooms are a sorted list (``keys``, ending with a
-    room no length fits), the most recently filled pack of each room in a parallel list
-    (``tops``) and the older ones with an equal room in ``below``."""
+    """Best fit of ``lengths[i]`` for ``i`` in ``order`` (lengths non-increasing): the bins,
+    and the open packs for :func:`_rooms`.
+
+    The open packs with room for the current length are a stack, the tightest on top (``rooms``
+    descending, ``packs`` parallel); the others wait by room (``waiting``: the distinct rooms
+    ascending; ``tops``: each room's most recently filled pack, ``below``: its older ones) and
+    join the stack, tightest last, once the lengths fall to their room."""
     cap_count = max_samples_per_pack or len(order) or 1
     capped = max_samples_per_pack is not None
-    end = capacity + 1
-    keys: list[int] = [end]
-    tops: list = [None]
-    below: dict[int, list[list[int]]] = {}  # room -> older packs, the most recent last
-    short: list[tuple[list[int], int]] = []  # closed by the count cap with room left
+    rooms: list[int] = []
+    packs: list[list[int]] = []
+    waiting: list[int] = []
+    tops: dict[int, list[int]] = {}
+    below: dict[int, list[list[int]]] = {}
     bins: list[list[int]] = []
     find = bisect.bisect_left
+    top_wait = 0  # the largest waiting room (0: none)
     for idx in order:
         x = lengths[idx]
-        k = find(keys, x)
-        old = keys[k]
-        if old != end:
-            members = tops[k]
+        if x <= top_wait:
+            while waiting and waiting[-1] >= x:
+                room = waiting.pop()
+                if below and room in below:
+                    older = below.pop(room)
+                    rooms += [room] * len(older)
+                    packs += older
+                rooms.append(room)
+                packs.append(tops.pop(room))
+            top_wait = waiting[-1] if waiting else 0
+        if rooms:
+            members = packs[-1]
             members.append(idx)
-            room = old - x
-            if below and old in below:  # the next pack with this room comes on top
-                stack = below[old]
-                tops[k] = stack.pop()
-                if not stack:
-                    del below[old]
-                if not room or capped and len(members) >= cap_count:
-                    if room:
-                        short.append((members, room))
-                    continue
-            else:
-                if not room or capped and len(members) >= cap_count:
-                    del keys[k], tops[k]
-                    if room:
-                        short.append((members, room))
-                    continue
-                if not k or keys[k - 1] < room:
-                    keys[k] = room  # still sorted
-                    continue
-                del keys[k], tops[k]
+            room = rooms[-1] - x
+            if room >= x and not (capped and len(members) >= cap_count):
+                rooms[-1] = room
+                continue
+            rooms.pop()
+            packs.pop()
+            if not room or capped and len(members) >= cap_count:
+                continue
         else:
             room = capacity - x
             members = [idx]
             bins.append(members)
             if not room or cap_count == 1:
-                if room:
-                    short.append((members, room))
                 continue
-        j = find(keys, room)
-        if keys[j] == room:
-            stack = below.get(room)
-            if stack is None:
-                below[room] = [tops[j]]
-            else:
-                stack.append(tops[j])
-            tops[j] = members
+            if room >= x:
+                rooms.append(room)
+                packs.append(members)
+                continue
+        if room > top_wait:
+            waiting.append(room)
+            tops[room] = members
+            top_wait = room
+            continue
+        top = tops.get(room)
+        tops[room] = members
+        if top is None:
+            waiting.insert(find(waiting, room), room)
+        elif room in below:
+            below[room].append(top)
         else:
-            keys.insert(j, room)
-            tops.insert(j, members)
-    return bins, (keys, tops, below, short)
+            below[room] = [top]
+    return bins, (rooms, packs, tops, below)
 
 
-def _rooms(bins: list[list[int]], left: tuple) -> list[int]:
-    """The room left in each of ``bins`` (0 in the full ones) from :func:`_best_fit`'s open
-    packs ``left``."""
-    keys, tops, below, short = left
-    room_of = {id(m): r for m, r in short}
+def _rooms(
+    bins: list[list[int]], left: tuple, values: list[int], capacity: int, capped: bool
+) -> list[int]:
+    """The room left in each of ``bins``: from :func:`_best_fit`'s open packs ``left`` (the
+    others are full), or summed when a count cap may have closed packs with room."""
+    if capped:
+        return [capacity - sum(map(values.__getitem__, b)) for b in bins]
+    rooms, packs, tops, below = left
+    room_of = {id(m): r for m, r in zip(packs, rooms)}
+    room_of.update((id(m), r) for r, m in tops.items())
     room_of.update((id(m), r) for r, stack in below.items() for m in stack)
-    room_of.update(zip(map(id, tops[:-1]), keys))
     return [room_of.get(id(b), 0) for b in bins]
 
 
@@ -124,7 +133,8 @@ def _decreasing(
         return [order] if n else []  # all in one pack, as best fit ends
     bins, left = _best_fit(order, values, capacity, max_samples_per_pack)
     if repair and len(bins) * capacity - total >= capacity:  # above ceil(sum / C)
-        rooms_of = functools.partial(_rooms, bins, left)
+        capped = max_samples_per_pack is not None
+        rooms_of = functools.partial(_rooms, bins, left, values, capacity, capped)
         bins = repair_packs(bins, rooms_of, values, order, capacity, max_samples_per_pack, repair)
     return bins
 

@@ -15,13 +15,9 @@ from energon_pack.task_encoders._conversation import (
     cook_conversation,
     normalize_conversation,
 )
-from energon_pack.task_encoders._llm import LLMPackingTaskEncoder, cook_text
+from energon_pack.task_encoders._llm import LLMPackingTaskEncoder
 from energon_pack.task_encoders._multimodal import MultimodalPackingTaskEncoder
-from energon_pack.task_encoders._sft import (
-    PromptResponseSample,
-    SFTPackingTaskEncoder,
-    cook_prompt_response,
-)
+from energon_pack.task_encoders._sft import SFTPackingTaskEncoder
 from energon_pack.task_encoders._vqa import VQAPackingTaskEncoder
 
 __all__ = [
@@ -32,11 +28,8 @@ __all__ = [
     "MultimodalPackingTaskEncoder",
     "PackingConfig",
     "PackingTaskEncoder",
-    "PromptResponseSample",
     "SFTPackingTaskEncoder",
     "VQAPackingTaskEncoder",
     "cook_conversation",
-    "cook_prompt_response",
-    "cook_text",
     "normalize_conversation",
 ]

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from megatron.energon import Cooker, DefaultTaskEncoder
 from read_back import read_back
 
-from energon_pack.task_encoders import cook_prompt_response
+from energon_pack.task_encoders._sft import cook_prompt_response
 from energon_pack_tools.cli import main
 
 PAIRS = [

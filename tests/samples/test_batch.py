@@ -11,11 +11,11 @@ import torch
 from energon_pack.samples import (
     EncodedCaptioningSample,
     EncodedSample,
-    PackedCaptioningBatch,
     PackedTextBatch,
     collate_packs,
     pack_documents,
 )
+from energon_pack.samples._batch import PackedCaptioningBatch
 from energon_pack_tools import make_document
 
 

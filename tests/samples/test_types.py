@@ -19,13 +19,13 @@ from megatron.energon import edataclass
 from energon_pack.samples import (
     EncodedCaptioningSample,
     EncodedSample,
-    PackedCaptioningBatch,
     PackedCaptioningSample,
     PackedTextBatch,
     PackedTextSample,
     collate_packs,
     pack_documents,
 )
+from energon_pack.samples._batch import PackedCaptioningBatch
 from energon_pack.samples._packed import PackLayout
 from energon_pack.samples._types import TypeRegistry
 

@@ -13,7 +13,8 @@ from megatron.energon import stateless
 from energon_pack.algorithms import ALGORITHMS, CarryOver, OverlongPolicy
 from energon_pack.encoding import SmallPackingBufferWarning
 from energon_pack.energon import FatalOverlongSampleError
-from energon_pack.task_encoders import LLMPackingTaskEncoder, PackingConfig, cook_text
+from energon_pack.task_encoders import LLMPackingTaskEncoder, PackingConfig
+from energon_pack.task_encoders._llm import cook_text
 from energon_pack.testing import assert_each_sample_once
 from energon_pack.training import make_loader
 

@@ -8,7 +8,8 @@ import copy
 import pytest
 import torch
 
-from energon_pack.task_encoders import PromptResponseSample, SFTPackingTaskEncoder
+from energon_pack.task_encoders import SFTPackingTaskEncoder
+from energon_pack.task_encoders._sft import PromptResponseSample
 from energon_pack.testing import assert_each_sample_once
 from energon_pack.training import make_loader
 

@@ -5,7 +5,8 @@ Per image the encoders, light buffers and media budgets need its pixel tensor, a
 whose product is the number of pixel items (rows packs and cuts slice) and its placeholder
 tokens; each family gives them from the processor, and from the image size alone where its rule
 is known. :func:`vision_family` picks the family: patch grids (Qwen2/2.5/3-VL), tiles
-(InternVL), images (Gemma 3, PaliGemma), split tiles (Idefics3); any other processor is refused.
+(InternVL), images (Gemma 3, PaliGemma), split tiles (Idefics3), anyres patches (LLaVA-NeXT,
+-OneVision); any other processor is refused.
 Layouts per family: docs/howto/conversations.md.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "Anyres",
     "Images",
     "PatchGrids",
     "PrefixImages",
@@ -89,9 +91,16 @@ class PatchGrids:
             self.rule is not None and known and bool(getattr(self.image_processor, "do_resize", 0))
         )
 
-    def tokens(self, grid: torch.Tensor) -> list[int]:
+    #: The model reads each image's original ``image_sizes`` (LLaVA-NeXT, -OneVision).
+    image_sizes = False
+
+    def tokens(self, grid: torch.Tensor, sizes: Sequence[tuple[int, int]] = ()) -> list[int]:
         """Placeholder tokens per grid row: ``t * h * w // merge**2``."""
         return (grid.view(-1, 3).prod(dim=1) // self.merge_size**2).tolist()
+
+    def grids(self, sizes: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """The grids of one document's images of these ``(width, height)`` sizes."""
+        return [self.plan(w, h) for w, h in sizes]
 
     def process(self, images: Sequence[Any]) -> tuple[Any, Any]:
         """``(pixel_values, grid)`` of PIL images through the processor."""
@@ -123,7 +132,9 @@ class Tiles:
         "vision_end_token": "</img>",
     }
     can_plan = True
+    image_sizes = False
     merge_size = patch_size = temporal_patch_size = 1  # no patch grids
+    grids = PatchGrids.grids
 
     def __init__(self, image_processor: Any, tokens_per_tile: int) -> None:
         self.image_processor = image_processor
@@ -131,7 +142,7 @@ class Tiles:
         size = image_processor.size
         self.item_shape = (3, _size_value(size, "height"), _size_value(size, "width"))
 
-    def tokens(self, grid: torch.Tensor) -> list[int]:
+    def tokens(self, grid: torch.Tensor, sizes: Sequence[tuple[int, int]] = ()) -> list[int]:
         """``tiles * tokens_per_tile`` per image."""
         return (grid.view(-1, 3)[:, 0] * self.tokens_per_tile).tolist()
 
@@ -238,6 +249,81 @@ class SplitTiles(Tiles):
         return list(self.processor.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
+class Anyres(Tiles):
+    """LLaVA-NeXT: each image as its resized base view plus the crop-size patches of its best
+    pinpoint resolution, ``(patches, 3, S, S)``; its tokens by the processor's own rule
+    (``replace_image_token``) from its size. LLaVA-OneVision (``per_document``): the images of
+    a document with several are its base view only (padded square), ``num_image_tokens + 1``
+    tokens each; the model reads ``batch_num_images`` to tell them apart."""
+
+    name = "llava-next"
+    image_sizes = True
+    per_document = False
+    default_tokens = {
+        "image_token": "<image>",
+        "video_token": None,
+        "vision_start_token": None,
+        "vision_end_token": None,
+    }
+
+    def __init__(self, processor: Any) -> None:
+        from PIL import Image
+
+        self.processor = processor
+        ip = self.image_processor = processor.image_processor
+        crop = ip.crop_size if getattr(ip, "do_center_crop", False) else None
+        self.side = next(  # the patch side, as the image processor's _preprocess picks it
+            v
+            for v in (_size_value(crop or {}, "height"), _size_value(ip.size, "height"))
+            + (_size_value(ip.size, "shortest_edge"),)
+            if v
+        )
+        probe = self._process([Image.new("RGB", (self.side, self.side))])["pixel_values"]
+        self.item_shape = tuple(probe.shape[-3:])
+
+    def _process(self, images: Sequence[Any]) -> Any:
+        group = [list(images)] if self.per_document else list(images)
+        return self.image_processor(images=group, return_tensors="pt")
+
+    def tokens(self, grid: torch.Tensor, sizes: Sequence[tuple[int, int]] = ()) -> list[int]:
+        """Per image of one document, the image tokens its processor puts in the text."""
+        inputs = {
+            "image_sizes": [[h, w] for w, h in sizes],
+            "pixel_values": [[torch.empty(self.item_shape)]],
+            "batch_num_images": [len(sizes)],
+        }
+        each = len(self.processor.image_token)
+        return [
+            len(self.processor.replace_image_token(inputs, i)) // each for i in range(len(sizes))
+        ]
+
+    def process(self, images: Sequence[Any]) -> tuple[Any, Any]:
+        """The processor's ``(images, max_patches, 3, S, S)`` unpadded to rows per image."""
+        pixels = self._process(images)["pixel_values"]
+        grid = torch.tensor(self.grids([im.size for im in images]), dtype=torch.int64)
+        return torch.cat([p[:n] for p, n in zip(pixels, grid[:, 0].tolist())]), grid
+
+    def grids(self, sizes: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        if self.per_document and len(sizes) > 1:
+            return [(1, 1, 1)] * len(sizes)
+        return [self.plan(w, h) for w, h in sizes]
+
+    def plan(self, width: int, height: int) -> tuple[int, int, int]:
+        """``(1 + patches, 1, 1)``: the base view and the patches of the best resolution."""
+        from transformers.image_processing_utils import select_best_resolution
+
+        pinpoints = self.image_processor.image_grid_pinpoints
+        h, w = select_best_resolution((height, width), pinpoints)
+        return 1 + -(-h // self.side) * -(-w // self.side), 1, 1
+
+
+class AnyresDocuments(Anyres):
+    """LLaVA-OneVision (see :class:`Anyres`)."""
+
+    name = "llava-onevision"
+    per_document = True
+
+
 def check_mrope(family: PatchGrids | Tiles, mrope: bool) -> None:
     """Raise ValueError when ``mrope=True`` is asked of a family whose model has 1-D positions."""
     if mrope and not family.mrope:
@@ -270,6 +356,9 @@ def vision_family(processor: Any) -> PatchGrids | Tiles | SplitTiles:
         return Images(image_processor, seq)
     if hasattr(image_processor, "merge_size"):
         return PatchGrids(image_processor)
+    llava = {c.__name__ for c in type(processor).__mro__} | {name}
+    if llava & {"LlavaNextProcessor", "LlavaOnevisionProcessor"}:
+        return (AnyresDocuments if "LlavaOnevisionProcessor" in llava else Anyres)(processor)
     if name.startswith("Idefics3") and hasattr(processor, "image_seq_len"):
         return SplitTiles(processor)  # SmolVLM shares the layout but is not verified here
     if isinstance(getattr(processor, "image_seq_length", None), int) and hasattr(
@@ -281,7 +370,7 @@ def vision_family(processor: Any) -> PatchGrids | Tiles | SplitTiles:
     raise ValueError(
         f"{name}: not a supported VLM processor family; supported: Qwen2/2.5/3-VL image "
         "processors (patch grids), InternVL (tiles), Idefics3 (split tiles), Gemma 3 and "
-        "PaliGemma processors (images). Pass the whole processor (AutoProcessor), not only its "
+        "PaliGemma processors (images), LLaVA-NeXT and LLaVA-OneVision (anyres). Pass the whole processor (AutoProcessor), not only its "
         "image processor, for all but Qwen-VL."
     )
 

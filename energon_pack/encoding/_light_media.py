@@ -12,7 +12,6 @@ placeholder tokens. Docs: docs/howto/light-media.md.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import math
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from typing import Any
 import torch
 
 from energon_pack.encoding._families import PatchGrids, SplitTiles, Tiles, vision_family
-from energon_pack.encoding._media_processor import ProcessedMedia
+from energon_pack.encoding._media_processor import ProcessedMedia, media_of
 
 __all__ = [
     "MediaPlanner",
@@ -116,9 +115,16 @@ class MediaPlanner:
     def _matches_processor(self) -> bool:
         from PIL import Image
 
-        images = [Image.new("RGB", size, (120, 60, 30)) for size in PROBE_SIZES]
-        grids = torch.as_tensor(self.family.process(images)[1]).view(-1, 3).tolist()
-        return grids == [list(self.image_grid(w, h)) for w, h in PROBE_SIZES]
+        # one document of all probe sizes, and (families that look at the count) one each
+        groups = [PROBE_SIZES] + [[s] for s in PROBE_SIZES] * getattr(
+            self.family, "per_document", 0
+        )
+        for sizes in groups:
+            images = [Image.new("RGB", size, (120, 60, 30)) for size in sizes]
+            grids = torch.as_tensor(self.family.process(images)[1]).view(-1, 3).tolist()
+            if grids != [list(g) for g in self.family.grids(sizes)]:
+                return False
+        return True
 
     def image_grid(self, width: int, height: int) -> tuple[int, int, int]:
         """The grid of a ``width x height`` image: ``(1, h, w)`` patches, ``(tiles, 1, 1)``."""
@@ -134,11 +140,9 @@ class MediaPlanner:
         sizes = [header_size(item) for item in items]
         if any(s is None for s in sizes):
             return None
-        planned = self._planned([self._grid(key, self.image_grid, *s) for s in sizes])
-        expand = getattr(self.family, "expansion", None)
-        if expand is None:
-            return planned
-        return dataclasses.replace(planned, expansions=[expand(*s) for s in sizes])
+        grids = self._grid(key, self.family.grids, sizes)
+        grid = torch.tensor(grids, dtype=torch.int64).view(-1, 3)
+        return media_of(self.family, row_map(grid), grid, sizes)
 
     def videos(self, videos: Sequence[Sequence[Any]], *, key: str) -> ProcessedMedia | None:
         """Planned media of videos (frame lists); None if a frame size is unknown or the family
@@ -157,7 +161,7 @@ class MediaPlanner:
         return self._planned(grids)
 
     @staticmethod
-    def _grid(key: str, compute: Any, *size: int) -> tuple[int, int, int]:
+    def _grid(key: str, compute: Any, *size: Any) -> Any:
         try:
             return compute(*size)
         except Exception as e:  # e.g. smart_resize's aspect-ratio limit, as the processor
@@ -172,10 +176,10 @@ class MediaPlanner:
 
 def check_planned(planned: torch.Tensor, actual: torch.Tensor, *, key: str) -> None:
     """Raise ValueError naming ``key`` when the processed grids differ from the planned ones."""
-    if not torch.equal(planned.view(-1, 3), actual.view(-1, 3)):
+    if not torch.equal(planned.flatten(), actual.flatten()):
         raise ValueError(
-            f"sample {key!r}: the processed media grids {actual.view(-1, 3).tolist()} differ "
-            f"from the planned {planned.view(-1, 3).tolist()}: an augmentation changed the "
+            f"sample {key!r}: the processed media grids (or sizes) {actual.tolist()} differ "
+            f"from the planned {planned.tolist()}: an augmentation changed the "
             "image size, which light media buffers cannot plan; keep augmentations "
             "size-preserving or pass light_media=False."
         )

@@ -30,6 +30,7 @@ from energon_pack.samples import RowSource
 __all__ = [
     "MediaProcessor",
     "ProcessedMedia",
+    "media_of",
     "expand_placeholders",
     "to_pil_image",
     "video_frames",
@@ -114,6 +115,9 @@ class ProcessedMedia:
     #: Per item, the token ids its placeholder becomes, where the family lays out more than
     #: ``num_tokens`` copies of it (Idefics3's tile markers); None: the copies.
     expansions: list[list[int]] | None = None
+    #: (items, 2) int64 original (height, width) per image, for families whose model reads
+    #: them (LLaVA-NeXT, -OneVision); None for the others.
+    sizes: torch.Tensor | None = None
 
 
 class MediaProcessor:
@@ -157,19 +161,13 @@ class MediaProcessor:
 
     def empty(self) -> ProcessedMedia:
         """No items: ``(0, *item_shape)`` pixels and a ``(0, 3)`` grid."""
-        return ProcessedMedia(
-            torch.zeros(0, *self.family.item_shape), torch.zeros(0, 3, dtype=torch.int64), []
-        )
+        pixels = torch.zeros(0, *self.family.item_shape)
+        return media_of(self.family, pixels, torch.zeros(0, 3, dtype=torch.int64), [])
 
     def _result(self, pixel_values: Any, grid: Any, sizes: Any = ()) -> ProcessedMedia:
         pixels = torch.as_tensor(pixel_values).to(torch.float32)
         grid = torch.as_tensor(grid).to(torch.int64).reshape(-1, 3)
-        return ProcessedMedia(pixels, grid, self.tokens(grid), self.expansions(sizes))
-
-    def expansions(self, sizes: Sequence[tuple[int, int]]) -> list[list[int]] | None:
-        """The family's token layout of images of these ``(width, height)`` sizes, or None."""
-        expand = getattr(self.family, "expansion", None)
-        return None if expand is None else [expand(w, h) for w, h in sizes]
+        return media_of(self.family, pixels, grid, sizes)
 
     def images(self, images: Sequence[Any], *, pending: bool = False) -> ProcessedMedia:
         """Process PIL images (in order); no images gives :meth:`empty`.
@@ -219,6 +217,21 @@ class MediaProcessor:
         gt = len(frames) // step
         video = per_frame.view(gt, step, gh * gw, 3, pp).permute(0, 2, 3, 1, 4)
         return video.reshape(gt * gh * gw, 3 * step * pp), [gt, gh, gw]
+
+
+def media_of(family: Any, pixels: Any, grid: torch.Tensor, sizes: Sequence[Any]) -> ProcessedMedia:
+    """Pixels (or a row map) and grids of one document's images of these ``(width, height)``
+    sizes, with the family's tokens, token layout (Idefics3) and sizes (LLaVA) of them."""
+    expand = getattr(family, "expansion", None)
+    return ProcessedMedia(
+        pixels,
+        grid,
+        family.tokens(grid, sizes),
+        None if expand is None else [expand(w, h) for w, h in sizes],
+        torch.tensor([(h, w) for w, h in sizes], dtype=torch.int64).view(-1, 2)
+        if family.image_sizes
+        else None,
+    )
 
 
 def expand_placeholders(

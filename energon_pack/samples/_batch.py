@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 import torch
 from megatron.energon import Batch, edataclass
 from torch.nn.attention.flex_attention import BlockMask
+from torch.nn.utils.rnn import pad_sequence
 
 from energon_pack.attention import (
     DEFAULT_BLOCK_SIZE,
@@ -34,6 +35,7 @@ from energon_pack.samples._packed import (
     PackedImageFields,
     PackedMultimodalSample,
     PackedTextSample,
+    cat_optional,
     concat_media,
     token_types,
 )
@@ -281,6 +283,7 @@ class PackedCaptioningBatch(PackedImageFields, PackedTextBatch):
         """Images in row-major pack order, spans in batch coordinates, stacked mRoPE ids."""
         offsets = [r * length for r in range(len(packs))]
         fields = concat_media(packs, offsets, cls.image_fields)
+        fields.update({n: cat_optional(packs, n) for n in ("image_sizes", "batch_num_images")})
         return {**fields, "mrope_position_ids": _stack_mrope(packs, length)}
 
     def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
@@ -318,7 +321,8 @@ class PackedMultimodalBatch(VideoFields, PackedCaptioningBatch):
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         if len(self.image_grid_thw):
-            kwargs.update(image_kwargs(self.pixel_values, self.image_grid_thw))
+            sizes, per_doc = self.image_sizes, self.batch_num_images
+            kwargs.update(image_kwargs(self.pixel_values, self.image_grid_thw, sizes, per_doc))
         if len(self.video_grid_thw):
             kwargs["pixel_values_videos"] = self.pixel_values_videos
             kwargs["video_grid_thw"] = self.video_grid_thw
@@ -327,15 +331,27 @@ class PackedMultimodalBatch(VideoFields, PackedCaptioningBatch):
         return kwargs
 
 
-def image_kwargs(pixel_values: torch.Tensor, grid: torch.Tensor) -> dict[str, torch.Tensor]:
+def image_kwargs(
+    pixel_values: torch.Tensor,
+    grid: torch.Tensor,
+    image_sizes: torch.Tensor | None = None,
+    batch_num_images: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
     """The model's image kwargs, by the layout of the family's pixels: patch rows
     ``(rows, dim)`` with ``image_grid_thw`` (Qwen-VL); tiles ``(tiles, 3, H, W)`` as they are
-    (InternVL); split tiles ``(tiles, 1, 3, S, S)`` as ``(1, tiles, 3, S, S)`` (Idefics3)."""
+    (InternVL); split tiles ``(tiles, 1, 3, S, S)`` as ``(1, tiles, 3, S, S)`` (Idefics3); with
+    ``image_sizes`` (LLaVA-NeXT, -OneVision) each image's patches padded to
+    ``(images, max_patches, 3, S, S)`` as the processor gives them, the sizes and
+    ``batch_num_images`` (images per document, OneVision)."""
     if pixel_values.dim() == 2:
         return {"pixel_values": pixel_values, "image_grid_thw": grid}
     if pixel_values.dim() == 5:
         return {"pixel_values": pixel_values.transpose(0, 1)}
-    return {"pixel_values": pixel_values}
+    if image_sizes is None:
+        return {"pixel_values": pixel_values}
+    per_image = pixel_values.split(grid.view(-1, 3)[:, 0].tolist())
+    out = {"pixel_values": pad_sequence(per_image, batch_first=True), "image_sizes": image_sizes}
+    return out if batch_num_images is None else {**out, "batch_num_images": batch_num_images}
 
 
 def _stack_mrope(packs: Sequence[PackedCaptioningSample], length: int) -> torch.Tensor | None:

@@ -97,6 +97,9 @@ class ImageFields:
     image_grid_thw: torch.Tensor
     #: (num_images, 2) int64 [start, end) of each image's placeholder tokens.
     image_spans: torch.Tensor
+    #: (num_images, 2) int64 original (height, width) per image, for models that read them
+    #: (LLaVA-NeXT, -OneVision), or None.
+    image_sizes: torch.Tensor | None = None
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -145,8 +148,10 @@ class EncodedCaptioningSample(ImageFields, EncodedSample):
     def slice_fields(self, start: int, end: int) -> dict[str, Any]:
         """Tokens, and the images inside ``[start, end)`` (rows, grids, spans re-based)."""
         fields = EncodedSample.slice_fields(self, start, end)
-        rows, grid, spans, _ = slice_media(self, self.image_fields, start, end)
+        rows, grid, spans, kept = slice_media(self, self.image_fields, start, end)
         fields.update(zip(self.image_fields, (rows, grid, spans)))
+        if self.image_sizes is not None:
+            fields["image_sizes"] = self.image_sizes[kept]
         return fields
 
 

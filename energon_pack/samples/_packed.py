@@ -160,6 +160,8 @@ class PackedImageFields(ImageFields):
     #: mRoPE (temporal, height, width) positions reset per document, or None: (3, n) in a pack,
     #: (3, B, L) in a batch (padding continues the count).
     mrope_position_ids: torch.Tensor | None = None
+    #: (num_documents,) int64 images per document (LLaVA-OneVision), or None.
+    batch_num_images: torch.Tensor | None = None
 
 
 @edataclass
@@ -182,6 +184,7 @@ class PackedCaptioningSample(PackedImageFields, PackedTextSample):
         mrope_ids = _mrope(samples, layout, spatial_merge_size) if mrope else None
         return {
             **concat_media(samples, layout.starts, cls.image_fields),
+            "image_sizes": cat_optional(samples, "image_sizes"),
             "mrope_position_ids": mrope_ids,
         }
 
@@ -201,10 +204,15 @@ class PackedMultimodalSample(VideoFields, PackedCaptioningSample):
         mrope: bool = False,
         spatial_merge_size: int = 2,
         tokens_per_second: float | None = None,
+        batch_num_images: bool = False,
     ) -> dict[str, Any]:
-        """Images and videos as the captioning pack joins images, and with ``mrope=True`` the
-        ``(3, n)`` positions of each document over its image and video runs."""
+        """Images and videos as the captioning pack joins images, images per document with
+        ``batch_num_images``, and with ``mrope=True`` the ``(3, n)`` positions of each document
+        over its image and video runs."""
         fields = PackedCaptioningSample.modality_fields(samples, layout)
+        if batch_num_images:
+            per_doc = [len(s.image_grid_thw.view(-1, 3)) for s in samples]
+            fields["batch_num_images"] = torch.tensor(per_doc, dtype=torch.int64)
         fields.update(concat_media(samples, layout.starts, cls.video_fields))
         fields["video_second_per_grid"] = torch.cat(
             [s.video_second_per_grid.view(-1) for s in samples]
@@ -267,6 +275,12 @@ def _runs(
     grids_t = torch.tensor(grids, dtype=torch.int64).view(-1, 3)
     order = torch.argsort(spans_t[:, 0], stable=True)
     return spans_t[order], grids_t[order], [intervals[i] for i in order.tolist()]
+
+
+def cat_optional(members: Sequence[Any], name: str) -> torch.Tensor | None:
+    """Field ``name`` of ``members`` concatenated, or None where they have none."""
+    parts = [getattr(m, name) for m in members]
+    return None if any(p is None for p in parts) else torch.cat(parts)
 
 
 def concat_media(

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
 
-from energon_pack.algorithms import OverlongPolicy
+from energon_pack.algorithms import OverlongPolicy, cut_overlong
 from energon_pack.encoding import (
     DocumentTokenizer,
     MediaProcessor,
@@ -171,11 +171,13 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         return None if token is None or token not in vocab else int(vocab[token])
 
     def pack_options(self) -> dict[str, Any]:
-        """``mrope``, the spatial merge and ``tokens_per_second``, for each pack."""
+        """``mrope``, the spatial merge, ``tokens_per_second`` and whether packs count images
+        per document (LLaVA-OneVision's ``batch_num_images``)."""
         return {
             "mrope": self.mrope,
             "spatial_merge_size": self.media.merge_size,
             "tokens_per_second": self.tokens_per_second,
+            "batch_num_images": getattr(self.media.family, "per_document", False),
         }
 
     # -- hooks -------------------------------------------------------------------------------
@@ -233,14 +235,34 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         spans = doc.media_spans()
         longest = int((spans[:, 1] - spans[:, 0]).max()) if len(spans) else 0
         policy = OverlongPolicy(self.config.overlong)
-        if longest <= self.pack_size or policy is OverlongPolicy.ERROR:
+        if doc.length <= self.pack_size or policy is OverlongPolicy.ERROR:
             return False
-        self._stats_now().record_drop(
-            doc.__key__,
-            f"{doc.length} tokens with an image or video of {longest} tokens > pack_size "
-            f"{self.pack_size} (media are never cut; raise pack_size)",
+        why = None
+        if longest > self.pack_size:
+            why = f"an image or video of {longest} tokens (media are never cut; raise pack_size)"
+        elif self._splits_images(doc, policy):
+            why = (
+                "a piece holding one of its several images, which the model would read as a "
+                "single image (another layout); raise pack_size"
+            )
+        if why is not None:
+            self._stats_now().record_drop(
+                doc.__key__, f"{doc.length} tokens > pack_size {self.pack_size} with {why}"
+            )
+        return why is not None
+
+    def _splits_images(self, doc: EncodedMultimodalSample, policy: OverlongPolicy) -> bool:
+        """LLaVA-OneVision: whether the over-long cut leaves one image of a document of several
+        alone in a piece (the model lays out a lone image as a single-image document's)."""
+        spans = doc.image_spans.view(-1, 2)
+        if not getattr(self.media.family, "per_document", False) or len(spans) < 2:
+            return False
+        targets = doc.loss_mask.numpy()
+        cut = cut_overlong(
+            doc.length, self.pack_size, policy, no_cut=spans.numpy(), targets=targets
         )
-        return True
+        inside = [int(((spans[:, 0] >= s) & (spans[:, 1] <= e)).sum()) for s, e in cut.pieces]
+        return 1 in inside
 
     def _planned(
         self, images: Sequence[Any], videos: Sequence[Sequence[Any]], key: str
@@ -293,6 +315,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         image_media, video_media = self._processed(images, videos, key, pending=into_pack)
         check_planned(doc.image_grid_thw, image_media.grid_thw, key=key)
         check_planned(doc.video_grid_thw, video_media.grid_thw, key=key)
+        if doc.image_sizes is not None:
+            check_planned(doc.image_sizes, image_media.sizes, key=key)
         return doc.materialized(
             pixel_values=image_media.pixel_values,
             pixel_values_videos=video_media.pixel_values,
@@ -342,6 +366,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             video_grid_thw=videos.grid_thw,
             video_spans=_spans(video_spans),
             video_second_per_grid=timing.second_per_grid if counts else torch.zeros(0),
+            image_sizes=images.sizes,
         )
 
     def _token_types(self, ids: list[int], mask: list[bool]) -> torch.Tensor | None:

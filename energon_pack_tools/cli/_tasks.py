@@ -70,7 +70,7 @@ def check_sample_type(dataset: Path, task: str) -> None:
 def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
     """``(processor, video_processor or None, notes)`` from a local processor directory: the
     image processor, or for InternVL, Gemma 3 and PaliGemma it with the tokens per tile or image
-    (``image_seq_length``) and ``processor_class``, for Idefics3 the whole processor (see
+    (``image_seq_length``) and ``processor_class``, for Idefics3 and LLaVA the whole processor (see
     :func:`~energon_pack.encoding.vision_family`).
 
     Raises:
@@ -108,6 +108,8 @@ def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
         from transformers import AutoProcessor
 
         processor = AutoProcessor.from_pretrained(str(path), local_files_only=True)
+    if str(config.get("processor_class")).startswith(("LlavaNext", "LlavaOnevision")):
+        processor = _images_only(path, config, image_processor)
     try:
         vision_family(processor)
     except ValueError as e:
@@ -126,6 +128,19 @@ def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
                 "counts follow its pixel limits."
             )
     return processor, video, notes
+
+
+def _images_only(path: Path, config: dict[str, Any], image_processor: Any) -> Any:
+    """A LLaVA-NeXT / -OneVision processor from ``path`` without its video processor (which
+    needs torchvision; the family takes images only)."""
+    import transformers
+
+    base = getattr(transformers, config["processor_class"])
+    attributes = classmethod(lambda cls: ["image_processor", "tokenizer"])
+    cls = type(base.__name__, (base,), {"get_attributes": attributes})
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    skip = ("image_processor", "video_processor", "processor_class")
+    return cls(image_processor, tokenizer, **{k: v for k, v in config.items() if k not in skip})
 
 
 def _tokenizer_dir(task: str, tokenizer: Path | None, processor: Path | None) -> Path:

@@ -394,3 +394,88 @@ def idefics3_processor(tokenizer_dir: Any) -> Any:
     )
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     return Idefics3Processor(image_processor, tokenizer, image_seq_len=IDEFICS3_TOKENS_PER_TILE)
+
+
+#: LLaVA test images: 28-pixel patches (CLIP / SigLIP patch 14 -> 4 features a patch) and
+#: pinpoints up to 4x4 patches (OneVision's anyres_max_9 then shrinks the largest).
+LLAVA_SIDE = 28
+LLAVA_PINPOINTS = [[a * LLAVA_SIDE, b * LLAVA_SIDE] for a in (1, 2, 4) for b in (1, 2, 4)]
+
+
+def llava_processor(tokenizer_dir: Any, onevision: bool = False) -> Any:
+    """A ``LlavaNextProcessor`` (CLIP-style: shortest edge + center crop, CLS dropped) or a
+    ``LlavaOnevisionProcessor`` (SigLIP-style: square resize, 4 tokens a patch) built offline
+    with PIL image processors and the tokenizer of ``tokenizer_dir`` (which holds ``<image>``)."""
+    import transformers as tf
+    from transformers.models.llava_next.image_processing_pil_llava_next import (
+        LlavaNextImageProcessorPil,
+    )
+    from transformers.models.llava_onevision.image_processing_pil_llava_onevision import (
+        LlavaOnevisionImageProcessorPil,
+    )
+
+    tokenizer = tf.AutoTokenizer.from_pretrained(tokenizer_dir)
+    if not onevision:
+        side = {"height": LLAVA_SIDE, "width": LLAVA_SIDE}
+        image_processor = LlavaNextImageProcessorPil(
+            size={"shortest_edge": LLAVA_SIDE}, crop_size=side, image_grid_pinpoints=LLAVA_PINPOINTS
+        )
+        return tf.LlavaNextProcessor(
+            image_processor,
+            tokenizer,
+            patch_size=14,
+            vision_feature_select_strategy="default",
+            num_additional_image_tokens=1,
+        )
+
+    class ImagesOnly(tf.LlavaOnevisionProcessor):  # the video processor needs torchvision
+        @classmethod
+        def get_attributes(cls) -> list[str]:
+            return ["image_processor", "tokenizer"]
+
+    image_processor = LlavaOnevisionImageProcessorPil(
+        size={"height": LLAVA_SIDE, "width": LLAVA_SIDE}, image_grid_pinpoints=LLAVA_PINPOINTS
+    )
+    return ImagesOnly(
+        image_processor, tokenizer, num_image_tokens=4, vision_feature_select_strategy="full"
+    )
+
+
+def tiny_llava(vocab_size: int, image_token_id: int, onevision: bool = False) -> torch.nn.Module:
+    """A seeded fp32 ``LlavaNextForConditionalGeneration`` (1-layer CLIP, Llama text) or
+    ``LlavaOnevisionForConditionalGeneration`` (1-layer SigLIP, Qwen2 text)."""
+    import transformers as tf
+
+    vision = dict(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=LLAVA_SIDE,
+        patch_size=14,
+    )
+    common = dict(
+        image_token_id=image_token_id,
+        image_grid_pinpoints=LLAVA_PINPOINTS,
+        vision_feature_layer=-1,
+    )
+    if onevision:
+        config = tf.LlavaOnevisionConfig(
+            vision_config=dict(model_type="siglip_vision_model", **vision),
+            text_config=dict(model_type="qwen2", **_text(vocab_size)),
+            vision_feature_select_strategy="full",
+            video_token_id=image_token_id + 1,
+            **common,
+        )
+        cls = tf.LlavaOnevisionForConditionalGeneration
+    else:
+        config = tf.LlavaNextConfig(
+            vision_config=dict(model_type="clip_vision_model", **vision),
+            text_config=dict(model_type="llama", **_text(vocab_size)),
+            vision_feature_select_strategy="default",
+            **common,
+        )
+        cls = tf.LlavaNextForConditionalGeneration
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return cls(config).eval()

@@ -1,0 +1,286 @@
+# SPDX-License-Identifier: Apache-2.0
+"""LLaVA-NeXT and LLaVA-OneVision (anyres): real energon VQA and multi-image conversation
+datasets (the latter written by ``energon-pack make-dataset --task conversation``) packed
+through the loader equal, document by document, the conversation run alone through the
+family's own processor (tokens, pixels, ``image_sizes``, labels, positions); a tiny random model
+gives the packed logits of each document alone (fp32, 1e-5) at B > 1, and wrong ``image_sizes``
+are caught; light buffers give bit-identical packs and plan the tokens exactly from headers."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from PIL import Image
+from vlm_helpers import png
+from vlm_models import llava_processor, tiny_llava
+
+from energon_pack.samples import collate_packs
+from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
+from energon_pack.testing import assert_same_item
+from energon_pack.training import make_loader
+from energon_pack_tools import make_vqa_dataset, sample_key, synthetic_texts
+
+#: Image sizes (width, height): 2 to 17 patches, tall, wide, tiny, square.
+SIZES = [(150, 60), (13, 77), (56, 56), (40, 120), (9, 14), (200, 90), (120, 119)]
+PACK_SIZE = 192
+
+
+@pytest.fixture(scope="module", params=["next", "onevision"])
+def family(request: Any, tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Any:
+    """``(name, tokenizer dir, processor)``: the session tokenizer plus ``<image>``."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tok.add_tokens(["<image>", "<video>"], special_tokens=True)
+    path = tmp_path_factory.mktemp(f"llava_{request.param}")
+    tok.save_pretrained(path)
+    return request.param, path, llava_processor(path, onevision=request.param == "onevision")
+
+
+def encoder(cls: Any, family: Any, **kw: Any) -> Any:
+    _, tok_dir, processor = family
+    return cls(tok_dir, processor, **{"pack_size": PACK_SIZE, "image_token": "<image>", **kw})
+
+
+def make_dataset_cli(out: Path, records: list[dict[str, Any]], media: Path) -> Path:
+    """``energon-pack make-dataset OUT llava.json --task conversation``."""
+    from click.testing import CliRunner
+
+    from energon_pack_tools.cli import main
+
+    (media / "llava.json").write_text(json.dumps(records))
+    args = ["make-dataset", str(out), str(media / "llava.json"), "--task", "conversation"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A VQA dataset and LLaVA conversations with 0..3 images in several turns; per key the
+    messages and the image bytes."""
+    rng = random.Random(3)
+    texts = synthetic_texts(60, seed=8, min_words=1, max_words=5)
+    images = [png(*SIZES[i % len(SIZES)], seed=i) for i in range(8)]
+    vqa = make_vqa_dataset(
+        tmp_path_factory.mktemp("llava_vqa"),
+        images,
+        texts[10:18],
+        [[texts[i]] for i in range(8)],
+        samples_per_shard=3,
+    )
+    vqa_ref = {
+        sample_key(i): ([("user", f"<image>\n{texts[10 + i]}"), ("assistant", texts[i])], [b])
+        for i, b in enumerate(images)
+    }
+    root = tmp_path_factory.mktemp("llava_media")
+    records, conv_ref = [], {}
+    for i in range(9):
+        n = i % 4
+        names = []
+        for j in range(n):
+            names.append(f"c{i}_{j}.png")
+            (root / names[-1]).write_bytes(png(*rng.choice(SIZES), seed=100 + 10 * i + j))
+        q, a, q2, a2 = texts[20 + 4 * i : 24 + 4 * i]
+        first = "<image> " * (n - 1 if n > 1 else n) + q
+        turns = [("user", first), ("assistant", a)]
+        if n > 1:  # the last image in a later turn
+            turns += [("user", f"<image> {q2}"), ("assistant", a2)]
+        roles = {"user": "human", "assistant": "gpt"}
+        record = {"id": i, "conversations": [{"from": roles[r], "value": t} for r, t in turns]}
+        if names:
+            record["image"] = names
+        records.append(record)
+        conv_ref[sample_key(i)] = (turns, [(root / n).read_bytes() for n in names])
+    conv = make_dataset_cli(tmp_path_factory.mktemp("llava_conv") / "data", records, root)
+    return {"vqa": (vqa, vqa_ref), "conversation": (conv, conv_ref)}
+
+
+def alone(processor: Any, turns: list[tuple[str, str]], images: list[bytes]) -> dict[str, Any]:
+    """The conversation through the family's own processor: chat template, then the processor
+    with the document's images (one sample of the batch)."""
+    messages = [{"role": r, "content": t} for r, t in turns]
+    text = processor.tokenizer.apply_chat_template(messages, tokenize=False)
+    pil = [Image.open(io.BytesIO(b)) for b in images]
+    return processor(text=[text], images=[pil] if pil else None, return_tensors="pt")
+
+
+def model_inputs(want: dict[str, Any]) -> dict[str, Any]:
+    names = ("input_ids", "pixel_values", "image_sizes", "batch_num_images")
+    return {k: torch.as_tensor(want[k]) for k in names if k in want}
+
+
+def targets(processor: Any, turns: list[tuple[str, str]]) -> list[int]:
+    """The token ids the loss should see: each answer and its ``</s>``, in order."""
+    tok = processor.tokenizer
+    out: list[int] = []
+    for role, text in turns:
+        if role == "assistant":
+            out += tok(text, add_special_tokens=False).input_ids + [tok.eos_token_id]
+    return out
+
+
+def packs_of(task: str, path: Path, family: Any, light: bool) -> list[Any]:
+    cls = VQAPackingTaskEncoder if task == "vqa" else ConversationPackingTaskEncoder
+    enc = encoder(cls, family, light_media=light)
+    assert enc.light_media is light and enc.media.family.name == f"llava-{family[0]}"
+    return list(make_loader(path, enc, packing_buffer_size=5))
+
+
+def check_document(pack: Any, doc: int, row: int, want: dict[str, Any], n_images: int) -> None:
+    """Document ``doc`` of ``pack`` (its first image the pack's ``row``-th): token ids,
+    pixels (the processor's patches, its padding zeros) and ``image_sizes`` as ``want``'s."""
+    start, n = sum(pack.doc_lengths[:doc]), pack.doc_lengths[doc]
+    key = pack.sample_keys[doc]
+    assert pack.tokens[start : start + n].tolist() == want["input_ids"][0].tolist(), key
+    assert pack.position_ids[start : start + n].tolist() == list(range(n)), key
+    patches = pack.image_grid_thw[:, 0].tolist()
+    first = sum(patches[:row])
+    for i in range(n_images):
+        rows = pack.pixel_values[first : first + patches[row + i]]
+        first += len(rows)
+        assert torch.equal(rows, want["pixel_values"][i, : len(rows)]), key
+        assert not want["pixel_values"][i, len(rows) :].any(), key  # the processor's padding
+    sizes = pack.image_sizes[row : row + n_images]
+    assert torch.equal(sizes, want["image_sizes"].view(-1, 2)) if n_images else not len(sizes)
+
+
+@pytest.mark.parametrize("task", ["vqa", "conversation"])
+def test_packed_documents_equal_the_llava_processor_alone(
+    task: str, datasets: dict[str, Any], family: Any
+) -> None:
+    path, ref = datasets[task]
+    name, _, processor = family
+    packs = packs_of(task, path, family, light=True)
+    stock = packs_of(task, path, family, light=False)
+    assert len(packs) == len(stock)
+    for light_pack, stock_pack in zip(packs, stock):  # light buffers: the same packs, bit for bit
+        same_key = dataclasses.replace(light_pack, __restore_key__=stock_pack.__restore_key__)
+        assert_same_item(same_key, stock_pack, what="light vs stock pack")
+    model = tiny_llava(len(processor.tokenizer), processor.image_token_id, name == "onevision")
+    seen, worst = [], 0.0
+    length = max(p.length for p in packs)
+    batch = collate_packs(packs, pad_to=length)  # all packs in one batch (B > 1)
+    kwargs = batch.hf_kwargs("sdpa", config=model, with_labels=False)
+    assert ("batch_num_images" in kwargs) == (name == "onevision")
+    with torch.no_grad():
+        logits = model(**kwargs).logits
+    for r, pack in enumerate(packs):
+        row, start = 0, 0
+        assert pack.num_media_tokens == int((pack.tokens == processor.image_token_id).sum())
+        for d, (key, n) in enumerate(zip(pack.sample_keys, pack.doc_lengths)):
+            turns, images = ref[key]
+            want = alone(processor, turns, images)
+            check_document(pack, d, row, want, len(images))
+            if pack.batch_num_images is not None:
+                assert pack.batch_num_images[d] == len(images)
+            labels = pack.labels[start : start + n]
+            assert labels[labels != -100].tolist() == targets(processor, turns), key
+            with torch.no_grad():
+                ref_logits = model(**model_inputs(want)).logits[0]
+            diff = (logits[r, start : start + n] - ref_logits).abs().max().item()
+            assert diff <= 1e-5, (key, diff)
+            worst = max(worst, diff)
+            start, row = start + n, row + len(images)
+            seen.append(key)
+    print(f"{name} {task}: {len(packs)} packs, max |logits - alone| {worst:.2e}")
+    assert sorted(seen) == sorted(ref)
+    assert max(len(p.sample_keys) for p in packs) > 1  # documents really share packs
+    # mutations are caught (an error, or other logits): the sizes in reverse order, and for
+    # OneVision documents of several images read as single images (no batch_num_images)
+    flipped = {**kwargs, "image_sizes": kwargs["image_sizes"].flip(0)}
+    unnumbered = {k: v for k, v in kwargs.items() if k != "batch_num_images"}
+    for wrong in [flipped] + [unnumbered] * (task == "conversation" and name == "onevision"):
+        try:
+            with torch.no_grad():
+                diff = (model(**wrong).logits - logits).abs().max().item()
+        except (ValueError, RuntimeError) as e:
+            print("mutation:", type(e).__name__, str(e)[:80])
+            continue
+        print(f"mutation: max |diff| {diff:.3f}")
+        assert diff > 1e-3
+
+
+def test_light_buffers_plan_llava_tokens_from_headers(family: Any) -> None:
+    """Tokens planned from headers == the image tokens the processor puts in the text, for
+    single images and (OneVision: base view + newline each) documents of several images;
+    ``_get_num_multimodal_tokens`` agrees for single images only."""
+    name, _, processor = family
+    enc = encoder(ConversationPackingTaskEncoder, family)
+    assert enc.light_media
+    rng = random.Random(1)
+    sizes = SIZES + [(rng.randint(1, 300), rng.randint(1, 300)) for _ in range(14)]
+    image_id = processor.image_token_id
+    for group in [[s] for s in sizes] + [sizes[:3], sizes[7:9]]:
+        planned = enc.media_planner.images([png(w, h, seed=0) for w, h in group], key="k")
+        pil = [Image.new("RGB", s) for s in group]
+        out = processor(text=["<image>" * len(group)], images=[pil])
+        assert sum(planned.num_tokens) == sum(t == image_id for t in out["input_ids"][0]), group
+        processed = enc.media.images(pil)
+        assert processed.num_tokens == planned.num_tokens
+        assert torch.equal(processed.grid_thw, planned.grid_thw)
+        assert torch.equal(processed.sizes, planned.sizes)
+    counted = processor._get_num_multimodal_tokens(image_sizes=[(h, w) for w, h in sizes])
+    singles = enc.media_planner.images  # one document each
+    assert counted["num_image_tokens"] == [
+        singles([png(w, h, seed=0)], key="k").num_tokens[0] for w, h in sizes
+    ]
+
+
+def test_llava_refusals_and_onevision_cuts(family: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Videos, mRoPE and captioning are refused; an over-long OneVision document whose cut
+    would leave one of its images alone in a piece is dropped and counted."""
+    from energon_pack.task_encoders import CaptioningPackingTaskEncoder
+
+    name, tok_dir, processor = family
+    with pytest.raises(ValueError, match="use ConversationPackingTaskEncoder"):
+        CaptioningPackingTaskEncoder(tok_dir, processor, pack_size=PACK_SIZE)
+    with pytest.raises(ValueError, match="take 1-D positions"):
+        encoder(ConversationPackingTaskEncoder, family, mrope=True)
+    enc = encoder(ConversationPackingTaskEncoder, family, pack_size=32, overlong="split")
+    with pytest.raises(ValueError, match=f"videos are not supported for the llava-{name}"):
+        enc.media.videos([[Image.new("RGB", (56, 56))]])
+    from vlm_helpers import chat_sample
+
+    # two images (5 tokens each as a OneVision pair), the second after a long answer
+    words = " ".join(["red"] * 40)
+    sample = chat_sample(
+        "two", ["<image> a", words, "<image> b", "c"], images=[png(56, 56, 1), png(56, 56, 2)]
+    )
+    docs = list(enc.encode_sample(sample))
+    if name == "onevision":
+        assert docs == [] and list(enc.stats.dropped_keys) == ["two"]
+        assert "one of its several images" in caplog.text
+    else:  # LLaVA-NeXT reads each image alone: the pieces are fine
+        assert [len(d.image_sizes) for d in docs if len(d.image_sizes)] == [1, 1]
+
+
+def test_analyze_counts_llava_media_tokens(
+    tmp_path: Path, datasets: dict[str, Any], family: Any
+) -> None:
+    """``energon-pack analyze --task conversation --processor DIR`` on the saved processor."""
+    from click.testing import CliRunner
+
+    from energon_pack_tools.cli import main
+
+    name, _, processor = family
+    processor.save_pretrained(tmp_path / name)
+    saved = tmp_path / name / "processor_config.json"  # as a checkpoint names it
+    cls = type(processor).__mro__[1 if name == "onevision" else 0].__name__
+    saved.write_text(json.dumps({**json.loads(saved.read_text()), "processor_class": cls}))
+    path, ref = datasets["conversation"]
+    args = ["analyze", str(path), "--task", "conversation", "--processor", str(tmp_path / name)]
+    args += ["--pack-size", str(PACK_SIZE), "--buffer-size", "4", "--json"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    packs = packs_of("conversation", path, family, light=True)
+    assert out["media"]["media_tokens"] == sum(p.num_media_tokens for p in packs) > 0
+    assert out["samples_in"] == len(ref)

@@ -2,52 +2,37 @@
 """Everything energon-pack does inside megatron-energon, in one place: the packing datasets the
 encoders insert in ``build_batch`` (carry-over, restorable post-encode), the wrappers that make a
 resume exact, seeded stateless hooks, skip counting and the version check. Verified with
-megatron-energon 7.4.1 (:data:`VERIFIED_ENERGON`); an energon upgrade is checked here.
+megatron-energon 7.4.1 (``_version.VERIFIED_ENERGON``); an energon upgrade is checked here.
 What each workaround avoids: docs/concepts/energon.md.
 """
 
 from energon_pack.energon._build_hooks import (
     FatalOverlongSampleError,
-    counting_skips,
+    building_datasets,
     restoring_item,
-    without_shard_print,
 )
-from energon_pack.energon._carry_over_dataset import (
-    CarryOverPackingDataset,
-    build_carry_over_dataset,
-)
-from energon_pack.energon._fingerprint import fingerprint
-from energon_pack.energon._postencode_dataset import (
-    PostencodePackingDataset,
-    build_postencode_packing_dataset,
-)
+from energon_pack.energon._carry_over_dataset import build_carry_over_dataset
+from energon_pack.energon._postencode_dataset import build_postencode_packing_dataset
 from energon_pack.energon._resume_guards import (
-    EncodeMapDataset,
-    ResumeClock,
     ResumeConfigError,
-    ResumeGuard,
-    SourceEndGuard,
+    encode_map_dataset,
+    guard_reader,
+    resumable,
 )
 from energon_pack.energon._stateless import SeedSource, seeded_stateless
-from energon_pack.energon._version import VERIFIED_ENERGON, check_energon_version
+from energon_pack.energon._version import check_energon_version
 
 __all__ = [
     "build_carry_over_dataset",
     "build_postencode_packing_dataset",
-    "CarryOverPackingDataset",
+    "building_datasets",
     "check_energon_version",
-    "counting_skips",
-    "EncodeMapDataset",
+    "encode_map_dataset",
     "FatalOverlongSampleError",
-    "fingerprint",
-    "PostencodePackingDataset",
+    "guard_reader",
     "restoring_item",
-    "ResumeClock",
+    "resumable",
     "ResumeConfigError",
-    "ResumeGuard",
     "seeded_stateless",
     "SeedSource",
-    "SourceEndGuard",
-    "VERIFIED_ENERGON",
-    "without_shard_print",
 ]

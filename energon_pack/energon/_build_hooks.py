@@ -29,6 +29,7 @@ from energon_pack.algorithms import OverlongPolicy, OverlongSampleError
 __all__ = [
     "FatalOverlongSampleError",
     "SkipCounter",
+    "building_datasets",
     "counting_skips",
     "rebuilding",
     "restoring_item",
@@ -182,3 +183,11 @@ def without_shard_print() -> Iterator[None]:
 
 
 _SHARD_PRINT = re.compile(r"rank=\d+, worker=\d+: sample_range=")
+
+
+@contextlib.contextmanager
+def building_datasets(encoder: Any, worker_config: Any) -> Iterator[None]:
+    """While energon builds an encoder's datasets: skips counted (:func:`counting_skips`) and
+    the shard print dropped (:func:`without_shard_print`)."""
+    with counting_skips(encoder, worker_config), without_shard_print():
+        yield

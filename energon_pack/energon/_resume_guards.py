@@ -14,14 +14,16 @@ and the test that shows it: docs/concepts/energon.md.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from megatron.energon.flavors.base_dataset import FlexState, SavableDataset, add_sample_restore_key
+from megatron.energon.task_encoder.base import get_failure_tolerance, get_stateless
 from megatron.energon.wrappers.base import BaseWrapperDataset, get_sample_restore_key
 from megatron.energon.wrappers.map_dataset import MapDataset
 
 from energon_pack.energon._build_hooks import rebuilding
+from energon_pack.energon._fingerprint import fingerprint
 
 __all__ = [
     "EncodeMapDataset",
@@ -29,6 +31,9 @@ __all__ = [
     "ResumeConfigError",
     "ResumeGuard",
     "SourceEndGuard",
+    "encode_map_dataset",
+    "guard_reader",
+    "resumable",
 ]
 
 
@@ -231,3 +236,51 @@ class EncodeMapDataset(MapDataset[Any, Any]):
             yield add_sample_restore_key(piece, idx_out, idx, src=self)
         self._generator_sample_key = None
         self._generator_offset = None
+
+
+def resumable(
+    encoder: Any, build: Callable[..., Any], worker_config: Any, kwargs: dict[str, Any]
+) -> ResumeGuard:
+    """``build(worker_config=..., **kwargs)`` (energon's ``build_train_datasets`` or
+    ``build_val_datasets``) under a :class:`ResumeGuard` with the configuration's fingerprint;
+    the readers it loads meanwhile get a :class:`SourceEndGuard` (:func:`guard_reader`) on the
+    same clock, ``encoder._resume_clock``."""
+    encoder._resume_clock = ResumeClock()
+    dataset = build(worker_config=worker_config, **kwargs)
+    config_print = fingerprint(
+        encoder=encoder,
+        packing=encoder.config,
+        packing_buffer_size=kwargs.get("packing_buffer_size"),
+        shuffle_buffer_size=kwargs.get("shuffle_buffer_size"),
+        num_workers=worker_config.num_workers,
+        world_size=worker_config.world_size,
+        rank=worker_config.rank,
+    )
+    return ResumeGuard(
+        dataset,
+        clock=encoder._resume_clock,
+        fingerprint=config_print,
+        accept=frozenset(encoder.resume_accept_changes),
+        worker_config=worker_config,
+    )
+
+
+def guard_reader(encoder: Any, reader: SavableDataset[Any], worker_config: Any) -> SourceEndGuard:
+    """A reader energon loaded (``TaskEncoder._load_dataset``) under a :class:`SourceEndGuard`."""
+    clock = getattr(encoder, "_resume_clock", None) or ResumeClock()
+    return SourceEndGuard(reader, clock=clock, worker_config=worker_config)
+
+
+def encode_map_dataset(
+    encoder: Any, dataset: SavableDataset[Any], worker_config: Any
+) -> EncodeMapDataset:
+    """energon's ``MapDataset(encoder.encode_sample)`` as an :class:`EncodeMapDataset`, with the
+    method's statelessness and failure tolerance (its own, else the encoder's default)."""
+    encode = encoder.encode_sample
+    return EncodeMapDataset(
+        dataset,
+        encode,
+        worker_config=worker_config,
+        stateless_map_fn=get_stateless(encode),
+        failure_tolerance=get_failure_tolerance(encode, encoder.__default_failure_tolerance__),
+    )

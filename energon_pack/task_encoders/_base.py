@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from megatron.energon import TaskEncoder, stateless
-from megatron.energon.task_encoder.base import get_failure_tolerance, get_stateless
 
 from energon_pack.algorithms import MediaLoad, PackingSpec, pack_lengths
 from energon_pack.encoding import (
@@ -27,18 +26,15 @@ from energon_pack.encoding import (
     warn_if_buffer_too_small,
 )
 from energon_pack.energon import (
-    EncodeMapDataset,
-    ResumeClock,
-    ResumeGuard,
     SeedSource,
-    SourceEndGuard,
     build_carry_over_dataset,
     build_postencode_packing_dataset,
-    counting_skips,
-    fingerprint,
+    building_datasets,
+    encode_map_dataset,
+    guard_reader,
     restoring_item,
+    resumable,
     seeded_stateless,
-    without_shard_print,
 )
 from energon_pack.samples import (
     EncodedSample,
@@ -259,57 +255,27 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
     def build_train_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
         """energon's, with every stage's error handler counting skipped samples in
-        ``stats.skipped`` (:func:`~energon_pack.energon.counting_skips`) and the guards of
+        ``stats.skipped`` (:func:`~energon_pack.energon.building_datasets`) and the guards of
         :mod:`energon_pack.energon` for exact resume."""
-        with counting_skips(self, worker_config), without_shard_print():
-            return self._resumable(super().build_train_datasets, worker_config, kwargs)
+        with building_datasets(self, worker_config):
+            return resumable(self, super().build_train_datasets, worker_config, kwargs)
 
     def build_val_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
         """energon's, with the error handler and wrappers of :meth:`build_train_datasets`."""
-        with counting_skips(self, worker_config), without_shard_print():
-            return self._resumable(super().build_val_datasets, worker_config, kwargs)
-
-    def _resumable(self, build: Any, worker_config: Any, kwargs: dict[str, Any]) -> Any:
-        """``build(...)`` between a :class:`ResumeGuard` and a :class:`SourceEndGuard` per reader
-        (inserted by :meth:`_load_dataset`), with the configuration's fingerprint."""
-        self._resume_clock = ResumeClock()
-        dataset = build(worker_config=worker_config, **kwargs)
-        config_print = fingerprint(
-            encoder=self,
-            packing=self.config,
-            packing_buffer_size=kwargs.get("packing_buffer_size"),
-            shuffle_buffer_size=kwargs.get("shuffle_buffer_size"),
-            num_workers=worker_config.num_workers,
-            world_size=worker_config.world_size,
-            rank=worker_config.rank,
-        )
-        return ResumeGuard(
-            dataset,
-            clock=self._resume_clock,
-            fingerprint=config_print,
-            accept=frozenset(self.resume_accept_changes),
-            worker_config=worker_config,
-        )
+        with building_datasets(self, worker_config):
+            return resumable(self, super().build_val_datasets, worker_config, kwargs)
 
     def _load_dataset(self, dataset: Any, worker_rotation_offset: int, worker_config: Any) -> Any:
         """energon's reader (an energon internal hook), under a :class:`SourceEndGuard`."""
         inner = super()._load_dataset(dataset, worker_rotation_offset, worker_config)
-        clock = getattr(self, "_resume_clock", None) or ResumeClock()
-        return SourceEndGuard(inner, clock=clock, worker_config=worker_config)
+        return guard_reader(self, inner, worker_config)
 
     def build_encode_sample(self, dataset: Any, *, worker_config: Any) -> Any:
         """energon's ``MapDataset(encode_sample)`` as an :class:`EncodeMapDataset` (same keys
         as the uninterrupted run after a resume, re-encoding at restore not counted)."""
         if self._is_overridden(self.preencode_sample):  # energon's pre-/post-encode split
             return super().build_encode_sample(dataset, worker_config=worker_config)
-        encode = self.encode_sample
-        return EncodeMapDataset(
-            dataset,
-            encode,
-            worker_config=worker_config,
-            stateless_map_fn=get_stateless(encode),
-            failure_tolerance=get_failure_tolerance(encode, self.__default_failure_tolerance__),
-        )
+        return encode_map_dataset(self, dataset, worker_config)
 
     def build_batch(
         self,

@@ -13,7 +13,8 @@ from test_light_media import AugmentingCaptions, caption_encoder, same_packs
 from vlm_helpers import VLM_PACK_SIZE
 
 from energon_pack.algorithms import CarryOver
-from energon_pack.energon import CarryOverPackingDataset, PostencodePackingDataset
+from energon_pack.energon._carry_over_dataset import CarryOverPackingDataset
+from energon_pack.energon._postencode_dataset import PostencodePackingDataset
 from energon_pack.samples import EncodedSample, LightCaptioningDocument, LightMultimodalDocument
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder, ConversationPackingTaskEncoder
 from energon_pack.testing import assert_restore_sample_reproduces, assert_resume_identical

@@ -35,21 +35,22 @@ def martello_toth_l2(lengths: Sequence[int] | np.ndarray, capacity: int) -> int:
     n = len(arr)
     prefix = list(itertools.accumulate(arr, initial=0))
     half = bisect.bisect_right(arr, capacity // 2)  # arr[half:] are above C / 2
-    best = -(-prefix[n] // capacity)
+    big = n - half
+    best = max(-(-prefix[n] // capacity), big)
+    k = i_k = 0  # i_k: how many lengths are below k
     j1 = n  # arr[j1:] are above C - k (k grows, so j1 only falls)
-    for i_k in range(-1, half):  # i_k: how many lengths are below k
-        if i_k < 0:
-            k, i_k = 0, 0
-        else:
-            k = arr[i_k]
-            if i_k and k == arr[i_k - 1]:
-                continue
-        while j1 > half and arr[j1 - 1] > capacity - k:
-            j1 -= 1
+    while True:
+        if j1 > half and arr[j1 - 1] > capacity - k:
+            j1 = bisect.bisect_right(arr, capacity - k, half, j1)
         free = (j1 - half) * capacity - (prefix[j1] - prefix[half])  # rooms of C/2 < x <= C-k
-        extra = -((free - (prefix[half] - prefix[i_k])) // capacity)
-        best = max(best, n - half + max(extra, 0))
-    return best
+        need = prefix[half] - prefix[i_k] - free  # of the lengths in [k, C/2]
+        if need > 0 and big - (-need // capacity) > best:
+            best = big - (-need // capacity)
+        if k:
+            i_k = bisect.bisect_right(arr, k, i_k, half)
+        if i_k >= half:
+            return best
+        k = arr[i_k]
 
 
 def halves_bound(ascending: list[int], capacity: int) -> int:

@@ -152,7 +152,7 @@ def check_document(pack: Any, doc: int, row: int, want: dict[str, Any], n_images
     assert torch.equal(sizes, want["image_sizes"].view(-1, 2)) if n_images else not len(sizes)
 
 
-@pytest.mark.parametrize("task", ["vqa", "conversation"])
+@pytest.mark.parametrize("task", [pytest.param("vqa", marks=pytest.mark.slow), "conversation"])
 def test_packed_documents_equal_the_llava_processor_alone(
     task: str, datasets: dict[str, Any], family: Any
 ) -> None:
@@ -262,6 +262,7 @@ def test_llava_refusals_and_onevision_cuts(family: Any, caplog: pytest.LogCaptur
         assert [len(d.image_sizes) for d in docs if len(d.image_sizes)] == [1, 1]
 
 
+@pytest.mark.slow  # analyze counting media: test_analyze_vlm (fast)
 def test_analyze_counts_llava_media_tokens(
     tmp_path: Path, datasets: dict[str, Any], family: Any
 ) -> None:

@@ -40,8 +40,7 @@ class EncodedSample(Sample):
 
     @property
     def media_load(self) -> tuple[int, int]:
-        """``(media placeholder tokens, images + videos)``: what the media budgets of
-        :class:`~energon_pack.algorithms.PackingSpec` count; ``(0, 0)`` for text."""
+        """``(media placeholder tokens, images + videos)``, for media budgets (text: (0, 0))."""
         return 0, 0
 
     def media_spans(self) -> torch.Tensor:
@@ -80,11 +79,9 @@ class EncodedSample(Sample):
 
 @dataclasses.dataclass(kw_only=True)
 class ImageFields:
-    """The image fields of documents, packs and batches (a mixin: put it first in the bases).
-
-    Rows and grids are in item order (a batch: row-major pack order); spans are token offsets
-    in the document, the pack, or the flattened ``(B * L,)`` batch (row = start // L).
-    """
+    """The image fields of documents, packs and batches (a mixin, first in the bases): items in
+    order (a batch: row-major pack order), spans as token offsets in the document, the pack, or
+    the flattened ``(B * L,)`` batch (row = start // L)."""
 
     __slots__ = ()
     #: The fields ``concat_media`` / ``slice_media`` join or cut: rows, grid, spans.

@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Light documents: what a light media buffer holds instead of processed pixels. Tokens, spans
-and grids are final (planned from the media headers); the pixel fields are a *row map*
-(``(rows, 1)`` int32, the media item each future row comes from) and the media stay as the
-sample gave them until the encoder's ``materialize``. See docs/howto/light-media.md.
+"""Light documents: what a light media buffer holds. Tokens, spans and grids are planned from
+the media headers; pixel fields are a *row map* (``(rows, 1)`` int32: each future row's item)
+and the media stay undecoded until the encoder's ``materialize``. See docs/howto/light-media.md.
 """
 
 from __future__ import annotations

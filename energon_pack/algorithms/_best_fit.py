@@ -40,14 +40,14 @@ def _best_fit(
 
     The open packs with room for the current length are a stack, the tightest on top (``rooms``
     descending, ``packs`` parallel); the others wait by room (``waiting``: the distinct rooms
-    ascending; ``tops``: each room's most recently filled pack, ``below``: its older ones) and
+    ascending, ``tops``: each one's most recently filled pack, ``below``: its older ones) and
     join the stack, tightest last, once the lengths fall to their room."""
     cap_count = max_samples_per_pack or len(order) or 1
     capped = max_samples_per_pack is not None
     rooms: list[int] = []
     packs: list[list[int]] = []
     waiting: list[int] = []
-    tops: dict[int, list[int]] = {}
+    tops: list[list[int]] = []
     below: dict[int, list[list[int]]] = {}
     bins: list[list[int]] = []
     find = bisect.bisect_left
@@ -62,7 +62,7 @@ def _best_fit(
                     rooms += [room] * len(older)
                     packs += older
                 rooms.append(room)
-                packs.append(tops.pop(room))
+                packs.append(tops.pop())
             top_wait = waiting[-1] if waiting else 0
         if rooms:
             members = packs[-1]
@@ -87,18 +87,20 @@ def _best_fit(
                 continue
         if room > top_wait:
             waiting.append(room)
-            tops[room] = members
+            tops.append(members)
             top_wait = room
             continue
-        top = tops.get(room)
-        tops[room] = members
-        if top is None:
-            waiting.insert(find(waiting, room), room)
-        elif room in below:
-            below[room].append(top)
+        j = find(waiting, room)  # room <= top_wait: waiting[j] exists
+        if waiting[j] == room:
+            if room in below:
+                below[room].append(tops[j])
+            else:
+                below[room] = [tops[j]]
+            tops[j] = members
         else:
-            below[room] = [top]
-    return bins, (rooms, packs, tops, below)
+            waiting.insert(j, room)
+            tops.insert(j, members)
+    return bins, (rooms, packs, waiting, tops, below)
 
 
 def _rooms(
@@ -108,9 +110,9 @@ def _rooms(
     others are full), or summed when a count cap may have closed packs with room."""
     if capped:
         return [capacity - sum(map(values.__getitem__, b)) for b in bins]
-    rooms, packs, tops, below = left
+    rooms, packs, waiting, tops, below = left
     room_of = {id(m): r for m, r in zip(packs, rooms)}
-    room_of.update((id(m), r) for r, m in tops.items())
+    room_of.update(zip(map(id, tops), waiting))
     room_of.update((id(m), r) for r, stack in below.items() for m in stack)
     return [room_of.get(id(b), 0) for b in bins]
 

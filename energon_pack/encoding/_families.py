@@ -5,7 +5,7 @@ Per image the encoders, light buffers and media budgets need its pixel tensor, a
 whose product is the number of pixel items (rows packs and cuts slice) and its placeholder
 tokens; each family gives them from the processor, and from the image size alone where its rule
 is known. :func:`vision_family` picks the family: patch grids (Qwen2/2.5/3-VL), tiles
-(InternVL), images (Gemma 3, PaliGemma), split tiles (Idefics3), anyres patches (LLaVA-NeXT,
+(InternVL), images (Gemma 3, PaliGemma), split tiles (Idefics3, SmolVLM), anyres patches (LLaVA-NeXT,
 -OneVision); any other processor is refused.
 Layouts per family: docs/howto/conversations.md.
 """
@@ -222,8 +222,8 @@ class SplitTiles(Tiles):
         "vision_end_token": None,
     }
 
-    def __init__(self, processor: Any) -> None:
-        self.processor = processor
+    def __init__(self, processor: Any, name: str = "idefics3") -> None:
+        self.name, self.processor = name, processor
         self.image_processor = processor.image_processor
         self.tokens_per_tile = int(processor.image_seq_len)
         side = _size_value(self.image_processor.max_image_size, "longest_edge")
@@ -356,11 +356,11 @@ def vision_family(processor: Any) -> PatchGrids | Tiles | SplitTiles:
         return Images(image_processor, seq)
     if hasattr(image_processor, "merge_size"):
         return PatchGrids(image_processor)
-    llava = {c.__name__ for c in type(processor).__mro__} | {name}
-    if llava & {"LlavaNextProcessor", "LlavaOnevisionProcessor"}:
-        return (AnyresDocuments if "LlavaOnevisionProcessor" in llava else Anyres)(processor)
-    if name.startswith("Idefics3") and hasattr(processor, "image_seq_len"):
-        return SplitTiles(processor)  # SmolVLM shares the layout but is not verified here
+    names = {c.__name__ for c in type(processor).__mro__} | {name}
+    if names & {"LlavaNextProcessor", "LlavaOnevisionProcessor"}:
+        return (AnyresDocuments if "LlavaOnevisionProcessor" in names else Anyres)(processor)
+    if names & {"Idefics3Processor", "SmolVLMProcessor"}:
+        return SplitTiles(processor, "smolvlm" if "SmolVLMProcessor" in names else "idefics3")
     if isinstance(getattr(processor, "image_seq_length", None), int) and hasattr(
         image_processor, "crop_to_patches"
     ):  # InternVLProcessor and its GotOcr2 image processor
@@ -369,7 +369,7 @@ def vision_family(processor: Any) -> PatchGrids | Tiles | SplitTiles:
         return Tiles(image_processor, processor.image_seq_length)
     raise ValueError(
         f"{name}: not a supported VLM processor family; supported: Qwen2/2.5/3-VL image "
-        "processors (patch grids), InternVL (tiles), Idefics3 (split tiles), Gemma 3 and "
+        "processors (patch grids), InternVL (tiles), Idefics3, SmolVLM (split tiles), Gemma 3 and "
         "PaliGemma processors (images), LLaVA-NeXT and LLaVA-OneVision (anyres). Pass the whole processor (AutoProcessor), not only its "
         "image processor, for all but Qwen-VL."
     )

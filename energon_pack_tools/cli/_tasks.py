@@ -104,12 +104,12 @@ def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
             processor_class=config.get("processor_class"),
         )
     )
-    if "image_seq_len" in config:  # Idefics3: the processor itself lays out the tile markers
+    if str(config.get("processor_class")).startswith(("LlavaNext", "LlavaOnevision", "SmolVLM")):
+        processor = _images_only(path, config, image_processor)
+    elif "image_seq_len" in config:  # Idefics3: the processor itself lays out the tile markers
         from transformers import AutoProcessor
 
         processor = AutoProcessor.from_pretrained(str(path), local_files_only=True)
-    if str(config.get("processor_class")).startswith(("LlavaNext", "LlavaOnevision")):
-        processor = _images_only(path, config, image_processor)
     try:
         vision_family(processor)
     except ValueError as e:
@@ -131,8 +131,8 @@ def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
 
 
 def _images_only(path: Path, config: dict[str, Any], image_processor: Any) -> Any:
-    """A LLaVA-NeXT / -OneVision processor from ``path`` without its video processor (which
-    needs torchvision; the family takes images only)."""
+    """A LLaVA-NeXT / -OneVision or SmolVLM processor from ``path`` without its video processor
+    (which needs torchvision; these families take images only)."""
     import transformers
 
     base = getattr(transformers, config["processor_class"])
@@ -140,7 +140,10 @@ def _images_only(path: Path, config: dict[str, Any], image_processor: Any) -> An
     cls = type(base.__name__, (base,), {"get_attributes": attributes})
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     skip = ("image_processor", "video_processor", "processor_class")
-    return cls(image_processor, tokenizer, **{k: v for k, v in config.items() if k not in skip})
+    kwargs = {k: v for k, v in config.items() if k not in skip}
+    if "video_processor" in base.__init__.__code__.co_varnames:
+        kwargs["video_processor"] = None
+    return cls(image_processor, tokenizer, **kwargs)
 
 
 def _tokenizer_dir(task: str, tokenizer: Path | None, processor: Path | None) -> Path:

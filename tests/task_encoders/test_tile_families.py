@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""InternVL (tiles) and Idefics3 (split tiles with markers): real energon VQA and multi-image
+"""InternVL (tiles), Idefics3 and SmolVLM (split tiles with markers): real energon VQA and multi-image
 conversation datasets packed through the loader equal, document by document, the same
 conversation run alone through the family's own processor (tokens, pixels), with the loss on the
 answers only and 1-D positions restarting per document; a tiny random model of the family gives
@@ -23,8 +23,10 @@ from vlm_models import (
     INTERNVL_TOKENS,
     idefics3_processor,
     internvl_processor,
+    smolvlm_processor,
     tiny_idefics3,
     tiny_internvl,
+    tiny_smolvlm,
 )
 
 from energon_pack.encoding import vision_family
@@ -55,6 +57,7 @@ FAMILIES = {
         "<IMG_CONTEXT>",
     ),
     "idefics3": (idefics3_processor, tiny_idefics3, IDEFICS3_TOKENS, "<image>"),
+    "smolvlm": (smolvlm_processor, tiny_smolvlm, IDEFICS3_TOKENS, "<image>"),
 }
 
 
@@ -273,6 +276,10 @@ def test_analyze_counts_the_familys_media_tokens(
 
     name, _, processor = family
     processor.save_pretrained(tmp_path / name)
+    if name == "smolvlm":  # the class a checkpoint names (the test's is a subclass)
+        saved = tmp_path / name / "processor_config.json"
+        config = {**json.loads(saved.read_text()), "processor_class": "SmolVLMProcessor"}
+        saved.write_text(json.dumps(config))
     path, ref = datasets["conversation"]
     args = ["analyze", str(path), "--task", "conversation", "--processor", str(tmp_path / name)]
     args += ["--pack-size", str(PACK_SIZE), "--buffer-size", "4", "--json"]

@@ -357,11 +357,12 @@ IDEFICS3_TOKENS = ["<fake_token_around_image>", "<image>", "<end_of_utterance>",
 ]
 
 
-def tiny_idefics3(vocab_size: int, image_token_id: int) -> torch.nn.Module:
-    """A seeded fp32 ``Idefics3ForConditionalGeneration`` (1-layer SigLIP ViT, Llama text)."""
+def tiny_idefics3(vocab_size: int, image_token_id: int, smolvlm: bool = False) -> torch.nn.Module:
+    """A seeded fp32 ``Idefics3ForConditionalGeneration`` (or ``SmolVLM...``; 1-layer SigLIP
+    ViT, Llama text)."""
     import transformers as tf
 
-    config = tf.Idefics3Config(
+    config = (tf.SmolVLMConfig if smolvlm else tf.Idefics3Config)(
         vision_config=dict(
             hidden_size=32,
             num_hidden_layers=1,
@@ -376,24 +377,43 @@ def tiny_idefics3(vocab_size: int, image_token_id: int) -> torch.nn.Module:
     )
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    return tf.Idefics3ForConditionalGeneration(config).eval()
+    cls = tf.SmolVLMForConditionalGeneration if smolvlm else tf.Idefics3ForConditionalGeneration
+    return cls(config).eval()
 
 
-def idefics3_processor(tokenizer_dir: Any) -> Any:
-    """An ``Idefics3Processor`` built offline: the PIL image processor (112-pixel longest edge,
-    28-pixel tiles) and the tokenizer of ``tokenizer_dir`` (with :data:`IDEFICS3_TOKENS`)."""
-    from transformers import AutoTokenizer, Idefics3Processor
+def idefics3_processor(tokenizer_dir: Any, smolvlm: bool = False) -> Any:
+    """An ``Idefics3Processor`` (or a ``SmolVLMProcessor`` without its video processor, which
+    needs torchvision; its own needs ``num2words``) built offline: the PIL image processor
+    (112-pixel longest edge, 28-pixel tiles) and the tokenizer of ``tokenizer_dir`` (with
+    :data:`IDEFICS3_TOKENS`)."""
+    import transformers as tf
     from transformers.models.idefics3.image_processing_pil_idefics3 import (
         Idefics3ImageProcessorPil,
     )
+    from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
 
-    image_processor = Idefics3ImageProcessorPil(
+    class ImagesOnly(tf.SmolVLMProcessor):
+        @classmethod
+        def get_attributes(cls) -> list[str]:
+            return ["image_processor", "tokenizer"]
+
+    image_processor = (SmolVLMImageProcessorPil if smolvlm else Idefics3ImageProcessorPil)(
         size={"longest_edge": 4 * IDEFICS3_TILE},
         max_image_size={"longest_edge": IDEFICS3_TILE},
         do_image_splitting=True,
     )
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    return Idefics3Processor(image_processor, tokenizer, image_seq_len=IDEFICS3_TOKENS_PER_TILE)
+    tokenizer = tf.AutoTokenizer.from_pretrained(tokenizer_dir)
+    if smolvlm:
+        return ImagesOnly(image_processor, tokenizer, None, image_seq_len=IDEFICS3_TOKENS_PER_TILE)
+    return tf.Idefics3Processor(image_processor, tokenizer, image_seq_len=IDEFICS3_TOKENS_PER_TILE)
+
+
+def smolvlm_processor(tokenizer_dir: Any) -> Any:
+    return idefics3_processor(tokenizer_dir, smolvlm=True)
+
+
+def tiny_smolvlm(vocab_size: int, image_token_id: int) -> torch.nn.Module:
+    return tiny_idefics3(vocab_size, image_token_id, smolvlm=True)
 
 
 #: LLaVA test images: 28-pixel patches (CLIP / SigLIP patch 14 -> 4 features a patch) and

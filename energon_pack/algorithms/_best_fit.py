@@ -119,18 +119,16 @@ def _rooms(
 
 def _decreasing(
     values: list[int],
+    order: list[int],
     capacity: int,
     max_samples_per_pack: int | None,
-    repair: Sequence[RepairEffort] = (),
-    order: list[int] | None = None,
+    repair: Sequence[RepairEffort],
     total: int | None = None,
 ) -> list[list[int]]:
-    """Best-fit decreasing of a list of ints, then the repair with each effort of ``repair``
-    (``order`` and ``total``: the stable descending order and the sum, if known)."""
+    """Best fit of ``values`` taken in ``order`` (longest first, stable), then the repair with
+    each effort of ``repair`` (``total``: the sum, if known)."""
     n = len(values)
     total = sum(values) if total is None else total
-    if order is None:
-        order = sorted(range(n), key=values.__getitem__, reverse=True)  # stable
     if total <= capacity and (max_samples_per_pack or n) >= n:
         return [order] if n else []  # all in one pack, as best fit ends
     bins, left = _best_fit(order, values, capacity, max_samples_per_pack)
@@ -150,13 +148,8 @@ def best_fit_decreasing(
 ) -> list[list[int]]:
     """Best fit over the samples sorted longest first (stable), then the repair pass with each
     effort of ``repair`` in turn (none by default)."""
-    order = _descending(lengths)
-    return _decreasing(lengths.tolist(), capacity, max_samples_per_pack, repair, order)
-
-
-def _descending(lengths: np.ndarray) -> list[int]:
-    """The indices of ``lengths``, longest first (stable)."""
-    return np.argsort(-lengths, kind="stable").tolist()
+    order = np.argsort(-lengths, kind="stable").tolist()
+    return _decreasing(lengths.tolist(), order, capacity, max_samples_per_pack, repair)
 
 
 def default_repair(n: int) -> tuple[RepairEffort]:
@@ -170,8 +163,7 @@ def best_fit_decreasing_repair(
     """The default: best-fit decreasing, then a repair whose effort depends on the call's size
     (:data:`~energon_pack.algorithms._repair.BUFFER_EFFORT` up to ``BUFFER_LENGTHS``)."""
     effort = default_repair(lengths.size)
-    order = _descending(lengths)
-    return _decreasing(lengths.tolist(), capacity, max_samples_per_pack, effort, order)
+    return best_fit_decreasing(lengths, capacity, max_samples_per_pack, repair=effort)
 
 
 def best_fit_decreasing_search(
@@ -197,4 +189,4 @@ def best_fit_decreasing_repair_list(
     if values[order[-1]] < 1 or values[order[0]] > capacity:
         return None
     effort = default_repair(len(values))
-    return _decreasing(values, capacity, max_samples_per_pack, effort, order, total)
+    return _decreasing(values, order, capacity, max_samples_per_pack, effort, total)

@@ -73,8 +73,15 @@ def test_overlong_counts(tmp_path: Path, tokenizer_dir: Path) -> None:
     assert (dropped["dropped_overlong"], dropped["samples_out"], dropped["tokens"]) == (1, 1, 3)
 
 
-@pytest.mark.parametrize("carry", [False, True])
-@pytest.mark.parametrize("buffer", [4, 16])
+@pytest.mark.parametrize(
+    "buffer, carry",  # both buffers and both modes in the fast tier, the other two cells slow
+    [
+        (4, False),
+        pytest.param(4, True, marks=pytest.mark.slow),
+        pytest.param(16, False, marks=pytest.mark.slow),
+        (16, True),
+    ],
+)
 def test_fill_matches_simulate_on_the_same_lengths(
     tmp_path: Path, tokenizer_dir: Path, tokenizer, carry: bool, buffer: int
 ) -> None:

@@ -48,9 +48,8 @@ def _best_fit(
     packs: list[list[int]] = []
     waiting: list[int] = []
     tops: list[list[int]] = []
-    below: dict[int, list[list[int]]] = {}
+    below: dict[int, list[list[int]]] | None = None
     bins: list[list[int]] = []
-    find = bisect.bisect_left
     top_wait = 0  # the largest waiting room (0: none)
     for idx in order:
         x = lengths[idx]
@@ -90,9 +89,11 @@ def _best_fit(
             tops.append(members)
             top_wait = room
             continue
-        j = find(waiting, room)  # room <= top_wait: waiting[j] exists
+        j = bisect.bisect_left(waiting, room)  # room <= top_wait: waiting[j] exists
         if waiting[j] == room:
-            if room in below:
+            if below is None:
+                below = {room: [tops[j]]}
+            elif room in below:
                 below[room].append(tops[j])
             else:
                 below[room] = [tops[j]]
@@ -113,7 +114,7 @@ def _rooms(
     rooms, packs, waiting, tops, below = left
     room_of = {id(m): r for m, r in zip(packs, rooms)}
     room_of.update(zip(map(id, tops), waiting))
-    room_of.update((id(m), r) for r, stack in below.items() for m in stack)
+    room_of.update((id(m), r) for r, stack in (below or {}).items() for m in stack)
     return [room_of.get(id(b), 0) for b in bins]
 
 
@@ -154,7 +155,11 @@ def best_fit_decreasing(
 
 def default_repair(n: int) -> tuple[RepairEffort]:
     """The default algorithm's repair effort for a call of ``n`` lengths."""
-    return (BUFFER_EFFORT if n <= BUFFER_LENGTHS else DEFAULT_EFFORT,)
+    return _BUFFER_REPAIR if n <= BUFFER_LENGTHS else _DEFAULT_REPAIR
+
+
+_BUFFER_REPAIR = (BUFFER_EFFORT,)
+_DEFAULT_REPAIR = (DEFAULT_EFFORT,)
 
 
 def best_fit_decreasing_repair(

@@ -21,6 +21,7 @@ from PIL import Image
 from vlm_helpers import png
 from vlm_models import llava_processor, tiny_llava
 
+from energon_pack.algorithms import CarryOver
 from energon_pack.samples import collate_packs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
 from energon_pack.testing import assert_same_item
@@ -127,9 +128,9 @@ def targets(processor: Any, turns: list[tuple[str, str]]) -> list[int]:
     return out
 
 
-def packs_of(task: str, path: Path, family: Any, light: bool) -> list[Any]:
+def packs_of(task: str, path: Path, family: Any, light: bool, **kw: Any) -> list[Any]:
     cls = VQAPackingTaskEncoder if task == "vqa" else ConversationPackingTaskEncoder
-    enc = encoder(cls, family, light_media=light)
+    enc = encoder(cls, family, light_media=light, **kw)
     assert enc.light_media is light and enc.media.family.name == f"llava-{family[0]}"
     return list(make_loader(path, enc, packing_buffer_size=5))
 
@@ -152,24 +153,17 @@ def check_document(pack: Any, doc: int, row: int, want: dict[str, Any], n_images
     assert torch.equal(sizes, want["image_sizes"].view(-1, 2)) if n_images else not len(sizes)
 
 
-@pytest.mark.parametrize("task", [pytest.param("vqa", marks=pytest.mark.slow), "conversation"])
-def test_packed_documents_equal_the_llava_processor_alone(
-    task: str, datasets: dict[str, Any], family: Any
-) -> None:
-    path, ref = datasets[task]
-    name, _, processor = family
-    packs = packs_of(task, path, family, light=True)
-    stock = packs_of(task, path, family, light=False)
-    assert len(packs) == len(stock)
-    for light_pack, stock_pack in zip(packs, stock):  # light buffers: the same packs, bit for bit
-        same_key = dataclasses.replace(light_pack, __restore_key__=stock_pack.__restore_key__)
-        assert_same_item(same_key, stock_pack, what="light vs stock pack")
-    model = tiny_llava(len(processor.tokenizer), processor.image_token_id, name == "onevision")
+def equal_alone(
+    packs: list[Any], ref: dict[str, Any], processor: Any, model: Any, what: str
+) -> Any:
+    """All ``packs`` in one batch (B > 1): every document equals the processor's output for it
+    alone (tokens, pixels, sizes, images per document, labels, positions) and its logits the
+    model's on that output within 1e-5; returns the batch's model kwargs and logits."""
     seen, worst = [], 0.0
     length = max(p.length for p in packs)
     batch = collate_packs(packs, pad_to=length)  # all packs in one batch (B > 1)
     kwargs = batch.hf_kwargs("sdpa", config=model, with_labels=False)
-    assert ("batch_num_images" in kwargs) == (name == "onevision")
+    assert ("batch_num_images" in kwargs) == what.startswith("onevision")
     with torch.no_grad():
         logits = model(**kwargs).logits
     for r, pack in enumerate(packs):
@@ -190,9 +184,30 @@ def test_packed_documents_equal_the_llava_processor_alone(
             worst = max(worst, diff)
             start, row = start + n, row + len(images)
             seen.append(key)
-    print(f"{name} {task}: {len(packs)} packs, max |logits - alone| {worst:.2e}")
+    print(f"{what}: {len(packs)} packs, max |logits - alone| {worst:.2e}")
     assert sorted(seen) == sorted(ref)
     assert max(len(p.sample_keys) for p in packs) > 1  # documents really share packs
+    return kwargs, logits
+
+
+@pytest.mark.parametrize("task", [pytest.param("vqa", marks=pytest.mark.slow), "conversation"])
+def test_packed_documents_equal_the_llava_processor_alone(
+    task: str, datasets: dict[str, Any], family: Any
+) -> None:
+    path, ref = datasets[task]
+    name, _, processor = family
+    packs = packs_of(task, path, family, light=True)
+    stock = packs_of(task, path, family, light=False)
+    assert len(packs) == len(stock)
+    for light_pack, stock_pack in zip(packs, stock):  # light buffers: the same packs, bit for bit
+        same_key = dataclasses.replace(light_pack, __restore_key__=stock_pack.__restore_key__)
+        assert_same_item(same_key, stock_pack, what="light vs stock pack")
+    model = tiny_llava(len(processor.tokenizer), processor.image_token_id, name == "onevision")
+    kwargs, logits = equal_alone(packs, ref, processor, model, f"{name} {task}")
+    if task == "conversation":  # carried documents too (light buffers under carry-over)
+        carried = packs_of(task, path, family, light=True, carry_over=CarryOver(min_fill=0.9))
+        equal_alone(carried, ref, processor, model, f"{name} {task} carry-over")
+        assert [p.sample_keys for p in carried] != [p.sample_keys for p in packs]  # carried
     # mutations are caught (an error, or other logits): the sizes in reverse order, and for
     # OneVision documents of several images read as single images (no batch_num_images)
     flipped = {**kwargs, "image_sizes": kwargs["image_sizes"].flip(0)}

@@ -271,12 +271,11 @@ class Anyres(Tiles):
 
         self.processor = processor
         ip = self.image_processor = processor.image_processor
-        crop = ip.crop_size if getattr(ip, "do_center_crop", False) else None
-        self.side = next(  # the patch side, as the image processor's _preprocess picks it
-            v
-            for v in (_size_value(crop or {}, "height"), _size_value(ip.size, "height"))
-            + (_size_value(ip.size, "shortest_edge"),)
-            if v
+        size, crop = ip.size, getattr(ip, "crop_size", None) or {}
+        self.side = (  # the patch side, as the image processor's _preprocess picks it
+            _size_value(crop, "height")
+            or _size_value(size, "height")
+            or _size_value(size, "shortest_edge")
         )
         probe = self._process([Image.new("RGB", (self.side, self.side))])["pixel_values"]
         self.item_shape = tuple(probe.shape[-3:])
@@ -301,6 +300,8 @@ class Anyres(Tiles):
         """The processor's ``(images, max_patches, 3, S, S)`` unpadded to rows per image."""
         pixels = self._process(images)["pixel_values"]
         grid = torch.tensor(self.grids([im.size for im in images]), dtype=torch.int64)
+        if pixels.shape[1] != int(grid[:, 0].max()):  # the patch rule is not the processor's
+            raise ValueError(f"{type(self.image_processor).__name__}: unexpected patch counts")
         return torch.cat([p[:n] for p, n in zip(pixels, grid[:, 0].tolist())]), grid
 
     def grids(self, sizes: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:

@@ -6,7 +6,12 @@ whose adapters speak each kernel's vocabulary; each modality (captioning, multim
 own three types. See docs/concepts/packing.md and docs/concepts/metadata.md.
 """
 
-from energon_pack.samples._batch import PackedTextBatch, collate_packs
+from energon_pack.samples._batch import (
+    PackedCaptioningBatch,
+    PackedMultimodalBatch,
+    PackedTextBatch,
+    collate_packs,
+)
 from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._encoded import (
     EncodedCaptioningSample,
@@ -14,7 +19,7 @@ from energon_pack.samples._encoded import (
     EncodedSample,
 )
 from energon_pack.samples._light import LightCaptioningDocument, LightMultimodalDocument
-from energon_pack.samples._megatron import megatron_batch
+from energon_pack.samples._megatron import MegatronBatch, megatron_batch
 from energon_pack.samples._packed import PackedCaptioningSample, PackedTextSample, pack_documents
 from energon_pack.samples._rows import RowSource, concat_rows, empty_rows
 
@@ -24,6 +29,9 @@ __all__ = [
     "EncodedSample",
     "LightCaptioningDocument",
     "LightMultimodalDocument",
+    "MegatronBatch",
+    "PackedCaptioningBatch",
+    "PackedMultimodalBatch",
     "PackedCaptioningSample",
     "PackedTextBatch",
     "PackedTextSample",

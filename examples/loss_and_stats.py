@@ -55,7 +55,7 @@ def train_epoch(loader, model, optimizer, per_document: bool = False) -> Packing
         c = batch.counts
         print(
             f"batch: fill {c.fill:.1%}, {c.pack_documents} documents in {c.packs} packs, "
-            f"split {c.split}, truncated {c.truncated}, dropped {c.dropped}, skipped {c.skipped}"
+            f"split {c.split_overlong}, truncated {c.truncated_overlong}, dropped {c.dropped}, skipped {c.skipped}"
         )
         micro.append(batch)
         if len(micro) == ACCUMULATION:
@@ -109,8 +109,8 @@ def main() -> None:
         train_epoch(loader(reference, 0), model, optimizer, per_document=True)
         ref = reference.stats.counts()
         # Each worker packs its own share: pack counts may differ, per-sample counts may not.
-        fields = ["samples", "documents", "split", "split_pieces", "truncated", "dropped_empty"]
-        fields += ["dropped_overlong", "skipped", "pack_tokens", "pack_documents"]
+        fields = ["samples", "documents", "split_overlong", "split_pieces", "truncated_overlong"]
+        fields += ["dropped_empty", "dropped_overlong", "skipped", "pack_tokens", "pack_documents"]
         same = all(getattr(totals, f) == getattr(ref, f) for f in fields)
         print(f"totals from 2-worker batches equal the 0-worker run: {same}")
         if not same:

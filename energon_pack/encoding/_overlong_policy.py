@@ -40,7 +40,7 @@ def apply_overlong_policy(
         ((start, end),) = cut.pieces
         stats.record_truncation(key, cut.lost, pack_size)
         return [doc.slice(start, end, key=key)]
-    stats.split += 1
+    stats.split_overlong += 1
     stats.split_pieces += cut.made
     if len(cut.pieces) < cut.made:
         stats.record_dropped_pieces(key, cut.made - len(cut.pieces))

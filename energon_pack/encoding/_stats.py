@@ -5,8 +5,8 @@ each process counts its own; every pack carries its worker's
 :class:`~energon_pack.samples.PackingCounts` since the previous pack and every batch their sum
 (``batch.counts``), so summing them gives the loader's totals. Docs: docs/howto/loss.md.
 
-    stats.record_pack(doc_lengths=[5, 3], capacity=8)   # fill 1.0, 2 documents
-    stats.record_pack(doc_lengths=[4], capacity=8)      # fill 0.5, 1 document
+    stats.record_pack(doc_lengths=[5, 3], pack_size=8)   # fill 1.0, 2 documents
+    stats.record_pack(doc_lengths=[4], pack_size=8)      # fill 0.5, 1 document
     stats.fill == 12 / 16 == 0.75; stats.documents_per_pack == 1.5
 """
 
@@ -33,11 +33,11 @@ _COUNTERS = tuple(f.name for f in dataclasses.fields(PackingCounts))
 
 @dataclass(kw_only=True)
 class PackingStats:
-    """Running counters of one task encoder in one process (see the module docstring).
+    """The accumulator: one task encoder's running counters in one process, since its start.
 
     Every counter of :class:`~energon_pack.samples.PackingCounts` (``samples``, ``documents``,
-    ``truncated``, ..., ``pack_capacity``; declared and documented there, once) is an attribute
-    read and written in place: ``stats.samples += 1``.
+    ``truncated_overlong``, ..., ``pack_slots``; declared and documented there, once) is an
+    attribute read and written in place: ``stats.samples += 1``.
 
     Attributes:
         last_fill, last_documents: Fill and document count of the most recent pack.
@@ -118,7 +118,7 @@ class PackingStats:
     def take_counts(self) -> PackingCounts:
         """The counts since the previous call (or since the start): what the next pack carries.
 
-        ``stats.record_pack(doc_lengths=[5, 3], capacity=8); stats.take_counts().packs == 1``;
+        ``stats.record_pack(doc_lengths=[5, 3], pack_size=8); stats.take_counts().packs == 1``;
         a second ``take_counts()`` right after it is all zeros.
         """
         now = self.counts()
@@ -129,13 +129,13 @@ class PackingStats:
     def record_truncation(self, key: str, lost_tokens: int, pack_size: int) -> None:
         """Count a truncated sample; the first one per process is logged at WARNING, the rest
         at DEBUG (their totals are in every summary line)."""
-        self.truncated += 1
+        self.truncated_overlong += 1
         self.truncated_tokens += lost_tokens
-        level = logging.WARNING if self.truncated == 1 else logging.DEBUG
+        level = logging.WARNING if self.truncated_overlong == 1 else logging.DEBUG
         logger.log(
             level,
             "energon_pack truncated sample %r to pack_size=%d (%d tokens lost); further "
-            "truncations are counted in stats.truncated",
+            "truncations are counted in stats.truncated_overlong",
             key,
             pack_size,
             lost_tokens,
@@ -154,14 +154,14 @@ class PackingStats:
             count,
         )
 
-    def record_pack(self, *, doc_lengths: Sequence[int], capacity: int) -> None:
-        """Count one pack of documents with these real lengths in a pack of ``capacity``."""
+    def record_pack(self, *, doc_lengths: Sequence[int], pack_size: int) -> None:
+        """Count one pack of documents with these real lengths in a pack of ``pack_size``."""
         tokens = int(sum(doc_lengths))
         self.packs += 1
         self.pack_tokens += tokens
         self.pack_documents += len(doc_lengths)
-        self.pack_capacity += capacity
-        self.last_fill = tokens / capacity if capacity else 0.0
+        self.pack_slots += pack_size
+        self.last_fill = tokens / pack_size if pack_size else 0.0
         self.last_documents = len(doc_lengths)
         if self.log_every and self.packs % self.log_every == 0:
             logger.info("energon_pack stats: %s", self.summary())
@@ -185,8 +185,8 @@ class PackingStats:
         skipped=1``."""
         return (
             f"packs={self.packs} fill={100 * self.fill:.1f}% "
-            f"docs/pack={self.documents_per_pack:.2f} truncated={self.truncated} "
-            f"split={self.split} dropped={self.dropped} skipped={self.skipped}"
+            f"docs/pack={self.documents_per_pack:.2f} truncated={self.truncated_overlong} "
+            f"split={self.split_overlong} dropped={self.dropped} skipped={self.skipped}"
         )
 
 

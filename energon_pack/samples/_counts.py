@@ -18,20 +18,22 @@ __all__ = ["PackingCounts"]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PackingCounts:
-    """Counters of one stretch of packing; add them with ``+``. A worker that packs ``[5, 3]``
-    (pack size 8) after truncating one sample: ``PackingCounts(samples=3, documents=3,
-    truncated=1, packs=1, pack_tokens=8, pack_documents=2, pack_capacity=8)``."""
+    """The snapshot: counters of one stretch of packing (one pack's, or a batch's sum).
+
+    Add them with ``+``. A worker that packs ``[5, 3]`` (pack size 8) after truncating one
+    sample: ``PackingCounts(samples=3, documents=3, truncated_overlong=1, packs=1,
+    pack_tokens=8, pack_documents=2, pack_slots=8)``."""
 
     #: Source samples given to ``encode_sample``.
     samples: int = 0
     #: Documents ``encode_sample`` emitted (a split sample emits several).
     documents: int = 0
-    #: Samples cut to the pack size.
-    truncated: int = 0
+    #: Samples cut to the pack size (``overlong="truncate"``).
+    truncated_overlong: int = 0
     #: Tokens those truncations cut off.
     truncated_tokens: int = 0
-    #: Samples split into several documents.
-    split: int = 0
+    #: Samples split into several documents (``overlong="split"``).
+    split_overlong: int = 0
     #: Pieces those splits made.
     split_pieces: int = 0
     #: Pieces of split samples left out because they hold no target token.
@@ -55,7 +57,7 @@ class PackingCounts:
     #: Documents in those packs.
     pack_documents: int = 0
     #: Slots of those packs (``packs * pack_size``).
-    pack_capacity: int = 0
+    pack_slots: int = 0
 
     def __add__(self, other: PackingCounts) -> PackingCounts:
         if not isinstance(other, PackingCounts):
@@ -85,7 +87,7 @@ class PackingCounts:
     @property
     def fill(self) -> float:
         """Real tokens / pack slots (0.0 without packs)."""
-        return self.pack_tokens / self.pack_capacity if self.pack_capacity else 0.0
+        return self.pack_tokens / self.pack_slots if self.pack_slots else 0.0
 
     @property
     def documents_per_pack(self) -> float:

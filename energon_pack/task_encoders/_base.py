@@ -230,7 +230,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         if restoring_item():  # counted when it was first made
             counts = PackingCounts()
         else:
-            self.stats.record_pack(doc_lengths=pack.doc_lengths, capacity=self.config.pack_size)
+            self.stats.record_pack(doc_lengths=pack.doc_lengths, pack_size=self.config.pack_size)
             counts = self.stats.take_counts()
         if isinstance(pack, PackedTextSample):
             pack.counts = counts

@@ -92,7 +92,7 @@ def test_skipped_samples_are_counted_by_key_and_totals_agree_across_workers(
     two = PackingCounts.total(b.counts for b in batches2)
     assert two.packs == sum(len(b.sample_keys) for b in batches2)
     # every per-sample count is the same; each worker packs its own share, so packs may differ
-    per_pack = {"packs", "pack_capacity", "fill", "documents_per_pack"}
+    per_pack = {"packs", "pack_slots", "fill", "documents_per_pack"}
     same = [k for k in zero.as_dict() if k not in per_pack]
     assert {k: two.as_dict()[k] for k in same} == {k: zero.as_dict()[k] for k in same}
     assert (two.samples, two.documents, two.skipped) == (zero.samples, zero.documents, 2)
@@ -171,7 +171,7 @@ def test_stats_as_dict_has_every_counter() -> None:
     # dropped_over_budget) cannot be left out of it.
     stats = PackingStats(log_every=0)
     stats.record_drop("k", "media over budget", kind="over_budget")
-    stats.record_pack(doc_lengths=[5, 3], capacity=8)
+    stats.record_pack(doc_lengths=[5, 3], pack_size=8)
     d = stats.as_dict()
     assert {f.name for f in dataclasses.fields(PackingCounts)} <= set(d)
     assert (d["dropped_over_budget"], d["dropped"], d["packs"], d["fill"]) == (1, 1, 1, 1.0)

@@ -84,7 +84,7 @@ def test_every_sample_once_for_every_algorithm_and_policy(
             assert sum((got[k] for k in pieces), []) == tokens
         else:
             assert got[key] == tokens
-    counts = {"truncate": enc.stats.truncated, "split": enc.stats.split}
+    counts = {"truncate": enc.stats.truncated_overlong, "split": enc.stats.split_overlong}
     counts["drop"] = enc.stats.dropped_overlong
     if policy is not OverlongPolicy.ERROR:
         assert counts[policy.value] == len(overlong)

@@ -85,7 +85,7 @@ def test_truncate_keeps_the_head_counts_and_logs(caplog: pytest.LogCaptureFixtur
     (out,) = apply_overlong_policy(doc(9), 4, "truncate", stats)
     assert out.__key__ == "k"
     assert out.tokens.tolist() == [10, 11, 12, 13]
-    assert (stats.truncated, stats.truncated_tokens) == (1, 5)
+    assert (stats.truncated_overlong, stats.truncated_tokens) == (1, 5)
     assert "truncated sample 'k' to pack_size=4 (5 tokens lost)" in caplog.text
 
 
@@ -95,7 +95,7 @@ def test_split_makes_numbered_pieces_covering_every_token() -> None:
     # 9 tokens at pack size 4 -> 4 + 4 + 1, keys k#0 k#1 k#2.
     assert [p.__key__ for p in pieces] == ["k#0", "k#1", "k#2"]
     assert torch.cat([p.tokens for p in pieces]).tolist() == list(range(10, 19))
-    assert (stats.split, stats.split_pieces) == (1, 3)
+    assert (stats.split_overlong, stats.split_pieces) == (1, 3)
 
 
 def test_drop_counts_and_remembers_the_key(caplog: pytest.LogCaptureFixture) -> None:
@@ -141,8 +141,8 @@ def test_an_image_longer_than_the_pack() -> None:
 
 def test_stats_fill_and_documents_worked_example() -> None:
     stats = PackingStats(log_every=0)
-    stats.record_pack(doc_lengths=[5, 3], capacity=8)
-    stats.record_pack(doc_lengths=[4], capacity=8)
+    stats.record_pack(doc_lengths=[5, 3], pack_size=8)
+    stats.record_pack(doc_lengths=[4], pack_size=8)
     assert stats.fill == 12 / 16 and stats.documents_per_pack == 1.5
     assert (stats.last_fill, stats.last_documents) == (0.5, 1)
     assert stats.as_dict()["packs"] == 2
@@ -155,13 +155,13 @@ def test_truncate_that_keeps_no_target_drops_and_counts() -> None:
     sft = sft_doc("long-prompt", prompt=8)
     stats = PackingStats(log_every=0)
     assert apply_overlong_policy(sft, 6, "truncate", stats) == []
-    assert (stats.dropped_overlong, stats.truncated) == (1, 0)
+    assert (stats.dropped_overlong, stats.truncated_overlong) == (1, 0)
     assert list(stats.dropped_keys) == ["long-prompt"]
     # With one target left inside the cut (prompt of 5: token 5 is a target), it is truncated.
     sft = sft_doc("short-prompt", prompt=5)
     (kept,) = apply_overlong_policy(sft, 6, "truncate", stats)
     assert kept.loss_mask.tolist() == [False] * 5 + [True]
-    assert (stats.dropped_overlong, stats.truncated, stats.truncated_tokens) == (1, 1, 4)
+    assert (stats.dropped_overlong, stats.truncated_overlong, stats.truncated_tokens) == (1, 1, 4)
 
 
 def test_split_leaves_out_target_free_pieces() -> None:
@@ -172,7 +172,7 @@ def test_split_leaves_out_target_free_pieces() -> None:
     pieces = apply_overlong_policy(sft, 4, "split", stats)
     assert [p.__key__ for p in pieces] == ["p#1", "p#2"]
     assert [p.tokens.tolist() for p in pieces] == [[4, 5, 6, 7], [8, 9]]
-    assert (stats.split, stats.split_pieces, stats.split_pieces_dropped) == (1, 3, 1)
+    assert (stats.split_overlong, stats.split_pieces, stats.split_pieces_dropped) == (1, 3, 1)
     # Plain text (every token a target) keeps every piece, however short.
     stats = PackingStats(log_every=0)
     assert len(apply_overlong_policy(doc(9), 4, "split", stats)) == 3
@@ -185,7 +185,7 @@ def test_split_counts_a_piece_of_one_target_token_as_target_free() -> None:
     sft = sft_doc("all-prompt", prompt=9)
     stats = PackingStats(log_every=0)
     assert apply_overlong_policy(sft, 9, "split", stats) == []
-    assert (stats.dropped_overlong, stats.split, stats.split_pieces_dropped) == (1, 0, 0)
+    assert (stats.dropped_overlong, stats.split_overlong, stats.split_pieces_dropped) == (1, 0, 0)
 
 
 def _document_pieces(d: EncodedSample, pack_size: int, policy: OverlongPolicy) -> object:

@@ -181,7 +181,7 @@ def _report(
         packs=packs,
         tokens=measured.tokens,
         fill=measured.tokens / (packs * size) if packs else 0.0,
-        mean_samples_per_pack=measured.documents / packs if packs else 0.0,
+        documents_per_pack=measured.documents / packs if packs else 0.0,
         truncated_overlong=stats.truncated_overlong,
         split_overlong=stats.split_overlong,
         dropped_overlong=stats.dropped_overlong,

@@ -126,7 +126,7 @@ class AnalysisResult(PackingResult):
                 f"{self.samples_in} in -> {self.samples_out} pieces in packs "
                 f"({self.empty} empty dropped)",
             ),
-            ("pieces/pack", f"{self.mean_samples_per_pack:.2f}"),
+            ("pieces/pack", f"{self.documents_per_pack:.2f}"),
             (
                 "over-long",
                 f"truncated {self.truncated_overlong}, split {self.split_overlong}, "

@@ -46,7 +46,7 @@ class PackingResult:
     packs: int
     tokens: int  #: real tokens in all packs (after truncation/splitting)
     fill: float
-    mean_samples_per_pack: float
+    documents_per_pack: float  #: mean documents (pieces) per pack
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (``carry_over`` as a dict of its fields, or ``None``)."""
@@ -368,7 +368,7 @@ def simulate(
         lower_bound_packs=tally.lb_packs,
         lower_bound_fill=tally.tokens / (tally.lb_packs * size) if tally.lb_packs else 0.0,
         global_lower_bound_packs=_bound_packs(int(lens[kept].sum()), load, spec),
-        mean_samples_per_pack=tally.samples_out / packs if packs else 0.0,
+        documents_per_pack=tally.samples_out / packs if packs else 0.0,
         select_calls=tally.select_calls,
         select_seconds=tally.select_seconds,
         max_age=tally.max_age,

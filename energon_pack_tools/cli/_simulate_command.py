@@ -79,7 +79,7 @@ def command(lengths_file: Path, spec: PackingSpec, buffer_size: int, as_json: bo
             f"truncated {r.truncated_overlong} ({r.truncated_tokens} tokens cut), "
             f"split {r.split_overlong}, dropped {r.dropped_overlong}",
         ),
-        ("samples per pack", f"{r.mean_samples_per_pack:.2f}"),
+        ("samples per pack", f"{r.documents_per_pack:.2f}"),
         ("select", f"{r.select_calls} calls, {r.select_seconds * 1e3:.1f} ms"),
         ("max age / wait", f"{r.max_age} buffers / {r.max_wait_samples} samples"),
     ]

@@ -39,7 +39,7 @@ def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
     # Buffer 4: first-fit-decreasing pairs 5 with 3 twice -> 2 full packs.
     out = _analyze(*common, "--buffer-size", "4")
     assert (out["packs"], out["tokens"], out["fill"]) == (2, 16, 1.0)
-    assert (out["samples_in"], out["samples_out"], out["mean_samples_per_pack"]) == (4, 4, 2.0)
+    assert (out["samples_in"], out["samples_out"], out["documents_per_pack"]) == (4, 4, 2.0)
     # Buffer 1: every document alone -> 4 packs, 16 tokens in 32 slots.
     out = _analyze(*common, "--buffer-size", "1")
     assert (out["packs"], out["fill"]) == (4, 0.5)

@@ -36,6 +36,7 @@ def test_json_output_has_the_documented_keys(tmp_path: Path) -> None:
         "tokens",
         "samples_in",
         "samples_out",
+        "documents_per_pack",
         "select_seconds",
     ):
         assert key in data

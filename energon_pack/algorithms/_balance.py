@@ -203,7 +203,7 @@ def _round(st: Packs, budget: int, partners: int) -> bool:
 def balance_packs(
     bins: Sequence[Sequence[int]],
     lengths: Sequence[int] | np.ndarray,
-    capacity: int,
+    pack_size: int,
     *,
     cost: CostModel | None = None,
     image_tokens: Sequence[int] | None = None,
@@ -212,21 +212,21 @@ def balance_packs(
     """Even out the packs' costs without adding packs (see the module docstring).
 
     Args:
-        bins: A valid packing of ``lengths`` (every index once, each pack within ``capacity``).
+        bins: A valid packing of ``lengths`` (every index once, each pack within ``pack_size``).
         lengths: Length of each document as packed (after alignment).
-        capacity: Pack size in tokens.
+        pack_size: Pack size in tokens.
         cost: The cost model (default :class:`CostModel()`).
         image_tokens: Image tokens per document, for ``CostModel.image``.
         max_samples_per_pack: Keep at most this many documents per pack.
 
     Returns:
-        The same documents in at most ``len(bins)`` packs, each within ``capacity``: documents
+        The same documents in at most ``len(bins)`` packs, each within ``pack_size``: documents
         only move between existing packs, no pack is added and a pack a move empties is left
         out, so fill never drops. Deterministic.
     """
     lens = np.asarray(lengths, dtype=np.int64)
     bins = [b for b in bins if len(b)]  # an empty pack stays empty: never filled, left out
-    st = Packs(bins, lens, (cost or CostModel()).doc_costs(lens, image_tokens), capacity)
+    st = Packs(bins, lens, (cost or CostModel()).doc_costs(lens, image_tokens), pack_size)
     if max_samples_per_pack:
         st.cap_count = max_samples_per_pack
     m = len(st.packs)
@@ -245,8 +245,8 @@ def balance_packs(
 
 
 def balanced(
-    lengths: np.ndarray, capacity: int, max_samples_per_pack: int | None = None
+    lengths: np.ndarray, pack_size: int, max_samples_per_pack: int | None = None
 ) -> list[list[int]]:
     """Best-fit decreasing with repair, then :func:`balance_packs` under ``CostModel()``."""
-    bins = best_fit_decreasing_repair(lengths, capacity, max_samples_per_pack)
-    return balance_packs(bins, lengths, capacity, max_samples_per_pack=max_samples_per_pack)
+    bins = best_fit_decreasing_repair(lengths, pack_size, max_samples_per_pack)
+    return balance_packs(bins, lengths, pack_size, max_samples_per_pack=max_samples_per_pack)

@@ -2,7 +2,7 @@
 """The pair move of the balancing pass: one or two long documents of a costly pack traded for
 a subset of a cheap pack's documents with about the same tokens.
 
-Capacity 10, cost ``len**2``: ``{6, 4}`` (52) and ``{2, 2, 2, 2}`` (16) become ``{4, 2, 2, 2}``
+Pack size 10, cost ``len**2``: ``{6, 4}`` (52) and ``{2, 2, 2, 2}`` (16) become ``{4, 2, 2, 2}``
 (28) and ``{2, 6}`` (40). See docs/benchmarks/balance.md.
 """
 
@@ -53,7 +53,7 @@ def _best_move(
     sums: tuple[float, float, int, int],
     lens: list[int],
     costs: list[float],
-    capacity: int,
+    pack_size: int,
 ) -> tuple[tuple[int, ...], list[int], float, int] | None:
     """Documents of ``high`` for a subset of ``low``'s that leave the pair's costs closest, if
     that narrows their gap: ``(moved out of high, moved out of low, cost moved, tokens moved)``.
@@ -63,7 +63,7 @@ def _best_move(
     estimated at ``low``'s cost per token, and only the best candidate is walked back.
     """
     cost_h, cost_l, tok_h, tok_l = sums
-    room_h, room_l = capacity - tok_h, capacity - tok_l
+    room_h, room_l = pack_size - tok_h, pack_size - tok_l
     gap = cost_h - cost_l
     half = gap / 2
     per_token = cost_l / tok_l if tok_l else 0.0  # to estimate a subset's cost from its total
@@ -103,12 +103,12 @@ class Packs:
     """The packs being balanced, their costs and tokens, and the move between two of them."""
 
     def __init__(
-        self, bins: Sequence[Sequence[int]], lens: np.ndarray, costs: np.ndarray, capacity: int
+        self, bins: Sequence[Sequence[int]], lens: np.ndarray, costs: np.ndarray, pack_size: int
     ) -> None:
         self.packs = [list(b) for b in bins]  #: documents of each pack
         self.cost, self.tokens = _pack_sums(self.packs, lens, costs)  #: of each pack
         self.lens, self.doc_cost = lens.tolist(), costs.tolist()  #: of each document
-        self.capacity = capacity  #: pack size in tokens
+        self.pack_size = pack_size  #: pack size in tokens
         self.cap_count = max(int(lens.size), 1)  #: at most this many documents per pack
         #: the cheap packs' subset totals (a string, "1" at reachable totals) and steps
         self.reaches: dict[int, tuple[str, list[tuple[int, int, int]]]] = {}
@@ -130,12 +130,12 @@ class Packs:
             counts: dict[int, int] = {}
             for i in packs[low]:
                 counts[lens[i]] = counts.get(lens[i], 0) + 1
-            bits, steps = reach_steps(list(counts), counts, self.capacity)
+            bits, steps = reach_steps(list(counts), counts, self.pack_size)
             reach = self.reaches[low] = (format(bits, "b")[::-1], steps)
         sums = (self.cost[h], self.cost[low], self.tokens[h], self.tokens[low])
         cands = cands or candidates(packs[h], lens, self.doc_cost)
         best = _best_move(
-            cands, packs[h], packs[low], reach, sums, lens, self.doc_cost, self.capacity
+            cands, packs[h], packs[low], reach, sums, lens, self.doc_cost, self.pack_size
         )
         if best is not None:
             move, chosen, delta, moved_tokens = best

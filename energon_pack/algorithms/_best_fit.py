@@ -3,7 +3,7 @@
 
 The open packs that fit the current length are a stack, the tightest on top; the others wait,
 grouped by room, until the lengths fall to their room. Among equal rooms the most recently
-filled pack wins. ``[5, 4, 6, 3, 2]``, capacity 10: bins ``[[2, 1], [0, 3, 4]]``. See
+filled pack wins. ``[5, 4, 6, 3, 2]``, pack size 10: bins ``[[2, 1], [0, 3, 4]]``. See
 docs/benchmarks/algorithms.md.
 """
 
@@ -33,7 +33,7 @@ __all__ = [
 
 
 def _best_fit(
-    order: list[int], lengths: list[int], capacity: int, max_samples_per_pack: int | None
+    order: list[int], lengths: list[int], pack_size: int, max_samples_per_pack: int | None
 ) -> tuple[list[list[int]], tuple]:
     """Best fit of ``lengths[i]`` for ``i`` in ``order`` (lengths non-increasing): the bins,
     and the open packs for :func:`_rooms`.
@@ -75,7 +75,7 @@ def _best_fit(
             if not room or capped and len(members) >= cap_count:
                 continue
         else:
-            room = capacity - x
+            room = pack_size - x
             members = [idx]
             bins.append(members)
             if not room or cap_count == 1:
@@ -105,12 +105,12 @@ def _best_fit(
 
 
 def _rooms(
-    bins: list[list[int]], left: tuple, values: list[int], capacity: int, capped: bool
+    bins: list[list[int]], left: tuple, values: list[int], pack_size: int, capped: bool
 ) -> list[int]:
     """The room left in each of ``bins``: from :func:`_best_fit`'s open packs ``left`` (the
     others are full), or summed when a count cap may have closed packs with room."""
     if capped:
-        return [capacity - sum(map(values.__getitem__, b)) for b in bins]
+        return [pack_size - sum(map(values.__getitem__, b)) for b in bins]
     rooms, packs, waiting, tops, below = left
     room_of = {id(m): r for m, r in zip(packs, rooms)}
     room_of.update(zip(map(id, tops), waiting))
@@ -121,7 +121,7 @@ def _rooms(
 def _decreasing(
     values: list[int],
     order: list[int],
-    capacity: int,
+    pack_size: int,
     max_samples_per_pack: int | None,
     repair: Sequence[RepairEffort],
     total: int | None = None,
@@ -130,19 +130,19 @@ def _decreasing(
     each effort of ``repair`` (``total``: the sum, if known)."""
     n = len(values)
     total = sum(values) if total is None else total
-    if total <= capacity and (max_samples_per_pack or n) >= n:
+    if total <= pack_size and (max_samples_per_pack or n) >= n:
         return [order] if n else []  # all in one pack, as best fit ends
-    bins, left = _best_fit(order, values, capacity, max_samples_per_pack)
-    if repair and len(bins) * capacity - total >= capacity:  # above ceil(sum / C)
+    bins, left = _best_fit(order, values, pack_size, max_samples_per_pack)
+    if repair and len(bins) * pack_size - total >= pack_size:  # above ceil(sum / C)
         capped = max_samples_per_pack is not None
-        rooms_of = functools.partial(_rooms, bins, left, values, capacity, capped)
-        bins = repair_packs(bins, rooms_of, values, order, capacity, max_samples_per_pack, repair)
+        rooms_of = functools.partial(_rooms, bins, left, values, pack_size, capped)
+        bins = repair_packs(bins, rooms_of, values, order, pack_size, max_samples_per_pack, repair)
     return bins
 
 
 def best_fit_decreasing(
     lengths: np.ndarray,
-    capacity: int,
+    pack_size: int,
     max_samples_per_pack: int | None = None,
     *,
     repair: Sequence[RepairEffort] = (),
@@ -150,7 +150,7 @@ def best_fit_decreasing(
     """Best fit over the samples sorted longest first (stable), then the repair pass with each
     effort of ``repair`` in turn (none by default)."""
     order = np.argsort(-lengths, kind="stable").tolist()
-    return _decreasing(lengths.tolist(), order, capacity, max_samples_per_pack, repair)
+    return _decreasing(lengths.tolist(), order, pack_size, max_samples_per_pack, repair)
 
 
 def default_repair(n: int) -> tuple[RepairEffort]:
@@ -163,27 +163,27 @@ _DEFAULT_REPAIR = (DEFAULT_EFFORT,)
 
 
 def best_fit_decreasing_repair(
-    lengths: np.ndarray, capacity: int, max_samples_per_pack: int | None = None
+    lengths: np.ndarray, pack_size: int, max_samples_per_pack: int | None = None
 ) -> list[list[int]]:
     """The default: best-fit decreasing, then a repair whose effort depends on the call's size
     (:data:`~energon_pack.algorithms._repair.BUFFER_EFFORT` up to ``BUFFER_LENGTHS``)."""
     effort = default_repair(lengths.size)
-    return best_fit_decreasing(lengths, capacity, max_samples_per_pack, repair=effort)
+    return best_fit_decreasing(lengths, pack_size, max_samples_per_pack, repair=effort)
 
 
 def best_fit_decreasing_search(
-    lengths: np.ndarray, capacity: int, max_samples_per_pack: int | None = None
+    lengths: np.ndarray, pack_size: int, max_samples_per_pack: int | None = None
 ) -> list[list[int]]:
     """The default's repair, then more rounds with ``SEARCH_EFFORT`` (never more packs)."""
     efforts = (*default_repair(lengths.size), SEARCH_EFFORT)
-    return best_fit_decreasing(lengths, capacity, max_samples_per_pack, repair=efforts)
+    return best_fit_decreasing(lengths, pack_size, max_samples_per_pack, repair=efforts)
 
 
 def best_fit_decreasing_repair_list(
-    values: list, capacity: int, max_samples_per_pack: int | None = None
+    values: list, pack_size: int, max_samples_per_pack: int | None = None
 ) -> list[list[int]] | None:
     """:func:`best_fit_decreasing_repair` of a list of ints as energon passes a buffer (the same
-    bins, no array), or ``None`` unless every value is an ``int`` in ``1..capacity``."""
+    bins, no array), or ``None`` unless every value is an ``int`` in ``1..pack_size``."""
     try:
         total = sum(values)  # an int only if every value is an int (or a bool)
     except TypeError:
@@ -191,7 +191,7 @@ def best_fit_decreasing_repair_list(
     if type(total) is not int or not values:
         return None
     order = sorted(range(len(values)), key=values.__getitem__, reverse=True)  # stable
-    if values[order[-1]] < 1 or values[order[0]] > capacity:
+    if values[order[-1]] < 1 or values[order[0]] > pack_size:
         return None
     effort = default_repair(len(values))
-    return _decreasing(values, order, capacity, max_samples_per_pack, effort, total)
+    return _decreasing(values, order, pack_size, max_samples_per_pack, effort, total)

@@ -38,7 +38,7 @@ class CarryOverPlan:
 def plan_carry_over(
     lengths: Sequence[int] | np.ndarray,
     ages: Sequence[int] | np.ndarray,
-    capacity: int,
+    pack_size: int,
     groups: list[list[int]],
     config: CarryOver,
     *,
@@ -50,7 +50,7 @@ def plan_carry_over(
 
     ``lengths`` and ``ages`` (times carried so far) are per pool sample: the carried ones, then
     the buffer's new ones; ``groups`` the algorithm's bins over the pool; ``final`` (end of
-    data) emits everything. ``spec`` and ``media``: the per-pack limits besides ``capacity``
+    data) emits everything. ``spec`` and ``media``: the per-pack limits besides ``pack_size``
     that a swap of ageing samples keeps. ``plan_carry_over([9, 1, 5], [0, 0, 0], 10, [[0, 1],
     [2]], CarryOver(min_fill=0.9))`` emits ``[[0, 1]]`` and carries sample 2 with age 1.
     """
@@ -62,10 +62,10 @@ def plan_carry_over(
     if final or config.max_age == 0 or not groups:
         return CarryOverPlan(emit=list(groups), carry=[], carry_ages=empty)
     tokens = [int(lens[g].sum()) for g in groups]
-    budget = config.budget_tokens(capacity)
-    carried = _groups_to_carry(tokens, config.min_fill * capacity, budget)
+    budget = config.budget_tokens(pack_size)
+    carried = _groups_to_carry(tokens, config.min_fill * pack_size, budget)
     fits = None if spec is None else (lambda members: pack_fits(members, media, spec))
-    groups = _place_expiring(lens, age_arr, groups, carried, capacity, config, fits)
+    groups = _place_expiring(lens, age_arr, groups, carried, pack_size, config, fits)
     carried = {gi for gi in carried if max(age_arr[groups[gi]], default=0) < config.max_age}
     emit = [g for i, g in enumerate(groups) if i not in carried and g]
     carry = sorted(j for i in carried for j in groups[i])
@@ -94,13 +94,13 @@ def _place_expiring(
     ages: np.ndarray,
     groups: list[list[int]],
     carried: set[int],
-    capacity: int,
+    pack_size: int,
     config: CarryOver,
     fits: Callable[[list[int]], bool] | None = None,
 ) -> list[list[int]]:
     """``groups`` with each ageing carried sample (age ``>= max_age // 4``) exchanged for
     younger samples of about its length in an emitted group, where that keeps the emitted group
-    at least ``min(its fill, min_fill)`` full, within ``capacity`` and within ``fits``. Without
+    at least ``min(its fill, min_fill)`` full, within ``pack_size`` and within ``fits``. Without
     this, a packer that fills emitted groups exactly leaves the same carried sample out until
     ``max_age`` forces its whole partial pack out."""
     old = max(1, config.max_age // 4)
@@ -109,13 +109,13 @@ def _place_expiring(
         return groups
     out = [list(g) for g in groups]
     tokens = [int(lens[g].sum()) for g in out]
-    floor_fill = int(np.ceil(config.min_fill * capacity))
+    floor_fill = int(np.ceil(config.min_fill * pack_size))
     emitted = [gi for gi in range(len(out)) if gi not in carried]
     for gi, j in expiring:
         a = int(lens[j])
         for ei in emitted:
             t = tokens[ei]
-            hi, lo = t + a - min(t, floor_fill), max(0, t + a - capacity)
+            hi, lo = t + a - min(t, floor_fill), max(0, t + a - pack_size)
             taken, total = [], 0
             for k in sorted(out[ei], key=lambda k: (-int(lens[k]), k)):
                 if total >= lo:

@@ -2,7 +2,7 @@
 """First-fit: each sample, in stream order, into the first (oldest) pack that has room.
 
 A max-segment tree over the packs' remaining rooms finds that pack in ``O(log n)``. Lengths
-``[6, 5, 3, 4]``, capacity 10: 6 -> pack 0, 5 -> pack 1, 3 -> pack 0, 4 -> pack 1: bins
+``[6, 5, 3, 4]``, pack size 10: 6 -> pack 0, 5 -> pack 1, 3 -> pack 0, 4 -> pack 1: bins
 ``[[0, 2], [1, 3]]``. See docs/concepts/packing.md.
 """
 
@@ -14,7 +14,7 @@ __all__ = ["first_fit"]
 
 
 def first_fit(
-    lengths: np.ndarray, capacity: int, max_samples_per_pack: int | None = None
+    lengths: np.ndarray, pack_size: int, max_samples_per_pack: int | None = None
 ) -> list[list[int]]:
     """Each sample, in stream order, into the first pack with room."""
     values = lengths.tolist()
@@ -26,7 +26,7 @@ def first_fit(
     while size < n:
         size *= 2
     # tree[1] is the root; leaves size..2*size-1 hold each (possibly unopened) pack's room.
-    tree = [capacity] * (2 * size)
+    tree = [pack_size] * (2 * size)
     bins: list[list[int]] = []
     for pos, x in enumerate(values):
         node = 1

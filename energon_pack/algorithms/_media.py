@@ -233,7 +233,7 @@ def enforce_media_budgets(
         spec: The budgets, ``pack_size`` and ``max_samples_per_pack``.
 
     Returns:
-        Every index exactly once, no pack over any budget or the capacity; ``bins`` itself
+        Every index exactly once, no pack over any budget or the pack size; ``bins`` itself
         (as lists) when nothing is over budget. Deterministic.
     """
     if not spec.has_media_budgets or not bins:

@@ -24,15 +24,15 @@ __all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "REMOVED", "PackingAlgorithm", "ch
 
 
 class PackingAlgorithm(Protocol):
-    """A packing algorithm: partition sample indices into packs of at most ``capacity``.
+    """A packing algorithm: partition sample indices into packs of at most ``pack_size``.
 
-    ``lengths`` is a 1-D ``int64`` array of positive lengths, each ``<= capacity`` (already
+    ``lengths`` is a 1-D ``int64`` array of positive lengths, each ``<= pack_size`` (already
     aligned); at most ``max_samples_per_pack`` indices per bin (``None``: no cap). Returns bins
-    of indices: every index exactly once, no bin over ``capacity``, deterministic.
+    of indices: every index exactly once, no bin over ``pack_size``, deterministic.
     """
 
     def __call__(
-        self, lengths: np.ndarray, capacity: int, max_samples_per_pack: int | None = None
+        self, lengths: np.ndarray, pack_size: int, max_samples_per_pack: int | None = None
     ) -> list[list[int]]: ...
 
 

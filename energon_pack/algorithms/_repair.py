@@ -3,7 +3,7 @@
 
 Each round re-packs a pool of the least-filled packs and the packs with the most samples, each
 new pack topped up exactly (:func:`fill_counts`); kept only if it saves a pack, stopping at the
-Martello-Toth bound ``L2``. ``[4, 4, 3, 3, 3, 3]``, capacity 10: ``{4, 4}, {3, 3, 3}, {3}``
+Martello-Toth bound ``L2``. ``[4, 4, 3, 3, 3, 3]``, pack size 10: ``{4, 4}, {3, 3, 3}, {3}``
 becomes ``{4, 3, 3}, {4, 3, 3}``. See docs/benchmarks/algorithms.md.
 """
 
@@ -61,7 +61,7 @@ SEARCH_EFFORT = RepairEffort(pool_bins=160, flexible_bins=40, rounds=6)
 
 
 def _repack_pool(
-    pool: list[tuple[int, int]], capacity: int, cap_count: int, limit: int | None = None
+    pool: list[tuple[int, int]], pack_size: int, cap_count: int, limit: int | None = None
 ) -> tuple[list[list[int]], list[int]] | None:
     """Re-pack ``(length, index)`` pairs: longest first, each pack topped up exactly.
 
@@ -99,12 +99,12 @@ def _repack_pool(
         return count * x
 
     while vals:
-        if limit is not None and len(bins) + -(-left // capacity) > limit:
+        if limit is not None and len(bins) + -(-left // pack_size) > limit:
             return None
         members: list[int] = []
         first_len = vals[0]
         left -= take(first_len, 1, members)
-        room = capacity - first_len
+        room = pack_size - first_len
         if cap_count > 1 and room > 0 and vals:
             fill = exact.get(room)
             if fill is None or any(counts.get(x, 0) < t for x, t in fill):
@@ -149,7 +149,7 @@ def repair_packs(
     rooms_of: Callable[[], list[int]],
     values: list[int],
     order: list[int],
-    capacity: int,
+    pack_size: int,
     max_samples_per_pack: int | None,
     efforts: Sequence[RepairEffort],
 ) -> list[list[int]]:
@@ -157,15 +157,15 @@ def repair_packs(
     module docstring). ``rooms_of()``: the room left in each of ``bins``; ``order``: the samples
     longest first. Returns a packing of the same samples with at most as many packs."""
     ascending = [values[i] for i in reversed(order)]
-    if len(bins) <= halves_bound(ascending, capacity):
+    if len(bins) <= halves_bound(ascending, pack_size):
         return bins  # at L2 already (a cheap part of it)
-    bound = martello_toth_l2(ascending, capacity)
+    bound = martello_toth_l2(ascending, pack_size)
     if len(bins) <= bound:
         return bins
     rooms = rooms_of()
     for effort in efforts:
         bins, rooms = _repair_rounds(
-            bins, rooms, bound, values, capacity, max_samples_per_pack, effort
+            bins, rooms, bound, values, pack_size, max_samples_per_pack, effort
         )
     return bins
 
@@ -175,7 +175,7 @@ def _repair_rounds(
     rooms: list[int],
     bound: int,
     values: list[int],
-    capacity: int,
+    pack_size: int,
     max_samples_per_pack: int | None,
     effort: RepairEffort,
 ) -> tuple[list[list[int]], list[int]]:
@@ -188,7 +188,7 @@ def _repair_rounds(
         # Every pack is in the pool, and a second re-pack of the same samples would make the
         # same packs: one re-pack decides, as the rounds below would.
         pool = [(values[i], i) for b in bins for i in b]
-        return _repack_pool(pool, capacity, cap_count, len(bins) - 1) or (bins, rooms)
+        return _repack_pool(pool, pack_size, cap_count, len(bins) - 1) or (bins, rooms)
     bins = list(bins)
     room_arr = np.array(rooms, dtype=np.int64)
     count_arr = np.fromiter(map(len, bins), dtype=np.int64, count=len(bins))
@@ -197,7 +197,7 @@ def _repair_rounds(
             break
         tail = _pick_pool(room_arr, count_arr, effort)
         pool = [(values[i], i) for b in tail for i in bins[b]]
-        repacked = _repack_pool(pool, capacity, cap_count, len(tail) - 1)
+        repacked = _repack_pool(pool, pack_size, cap_count, len(tail) - 1)
         if repacked is None:
             break
         new_bins, new_rooms = repacked

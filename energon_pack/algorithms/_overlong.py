@@ -55,9 +55,9 @@ class OverlongCut:
     dropped: str | None = None
 
 
-def _too_long(name: str, n: int, limit: int, policy: OverlongPolicy, why: str) -> str:
+def _too_long(name: str, n: int, pack_size: int, policy: OverlongPolicy, why: str) -> str:
     return (
-        f"sample {name} has {n} tokens > pack_size={limit} ({why}); over-long policy is "
+        f"sample {name} has {n} tokens > pack_size={pack_size} ({why}); over-long policy is "
         f"{policy.value!r}: choose overlong='truncate', 'split' or 'drop', or raise pack_size."
     )
 
@@ -75,14 +75,14 @@ def _any_target(mask: np.ndarray | None, start: int, end: int) -> bool:
     return end > start if mask is None else bool(mask[start:end].any())
 
 
-def _split(n: int, limit: int, no_cut: np.ndarray, name: str) -> list[tuple[int, int]]:
+def _split(n: int, pack_size: int, no_cut: np.ndarray, name: str) -> list[tuple[int, int]]:
     pieces: list[tuple[int, int]] = []
     start = 0
     while start < n:
-        end = _safe_cut(no_cut, min(start + limit, n))
+        end = _safe_cut(no_cut, min(start + pack_size, n))
         if end <= start:
             why = f"an image at token {start} is longer"
-            raise OverlongSampleError(_too_long(name, n, limit, OverlongPolicy.SPLIT, why))
+            raise OverlongSampleError(_too_long(name, n, pack_size, OverlongPolicy.SPLIT, why))
         pieces.append((start, end))
         start = end
     return pieces
@@ -90,7 +90,7 @@ def _split(n: int, limit: int, no_cut: np.ndarray, name: str) -> list[tuple[int,
 
 def cut_overlong(
     length: int,
-    limit: int,
+    pack_size: int,
     policy: OverlongPolicy | str,
     *,
     no_cut: np.ndarray | None = None,
@@ -101,7 +101,7 @@ def cut_overlong(
 
     Args:
         length: Tokens in the sample.
-        limit: The pack size.
+        pack_size: The pack size.
         policy: An :class:`OverlongPolicy` or its value.
         no_cut: ``(k, 2)`` int spans ``[start, end)`` no cut may fall inside (images).
         targets: Bool loss mask of the sample (``None``: every token is a target).
@@ -110,20 +110,20 @@ def cut_overlong(
     ``cut_overlong(9, 4, "split").pieces`` -> ``[(0, 4), (4, 8), (8, 9)]``.
     """
     policy = OverlongPolicy(policy)
-    if length <= limit:
+    if length <= pack_size:
         return OverlongCut(pieces=[(0, length)], made=1)
     if policy is OverlongPolicy.ERROR:
-        raise OverlongSampleError(_too_long(name, length, limit, policy, "no cutting allowed"))
-    head = f"{length} tokens > pack_size={limit}"
+        raise OverlongSampleError(_too_long(name, length, pack_size, policy, "no cutting allowed"))
+    head = f"{length} tokens > pack_size={pack_size}"
     if policy is OverlongPolicy.DROP:
         return OverlongCut(pieces=[], made=0, ids=[], dropped=f"{head} (overlong='drop')")
     spans = np.zeros((0, 2), np.int64) if no_cut is None else np.asarray(no_cut).reshape(-1, 2)
     mask = None if targets is None else np.asarray(targets, dtype=bool)
     if policy is OverlongPolicy.TRUNCATE:
-        cut = _safe_cut(spans, limit)
+        cut = _safe_cut(spans, pack_size)
         if cut <= 0:
             why = "its first image alone is too long"
-            raise OverlongSampleError(_too_long(name, length, limit, policy, why))
+            raise OverlongSampleError(_too_long(name, length, pack_size, policy, why))
         if _any_target(mask, 1, length) and not _any_target(mask, 1, cut):
             why = (
                 f"{head} and truncation keeps no target token (overlong='truncate'); raise "
@@ -131,7 +131,7 @@ def cut_overlong(
             )
             return OverlongCut(pieces=[], made=0, ids=[], dropped=why)
         return OverlongCut(pieces=[(0, cut)], made=1, lost=length - cut)
-    pieces = _split(length, limit, spans, name)
+    pieces = _split(length, pack_size, spans, name)
     # Only a loss mask with some targets and some non-targets can leave a piece without one
     # (a piece's first token is never predicted, hence start + 1).
     partial = mask is not None and bool(mask[1:].any()) and not bool(mask[1:].all())
@@ -146,7 +146,7 @@ def cut_overlong(
 
 
 def cut_lengths(
-    lengths: Sequence[int] | np.ndarray, limit: int, policy: OverlongPolicy | str
+    lengths: Sequence[int] | np.ndarray, pack_size: int, policy: OverlongPolicy | str
 ) -> tuple[np.ndarray, list[OverlongCut]]:
     """:func:`cut_overlong` on every length (every token a target, no spans).
 
@@ -154,14 +154,14 @@ def cut_lengths(
     length, in order: ``cut_lengths([9, 3], 4, "truncate")`` -> ``([4, 3], [cut with lost=5])``.
     """
     policy = OverlongPolicy(policy)
-    if limit < 1:
-        raise ValueError(f"limit={limit} must be a positive pack size.")
+    if pack_size < 1:
+        raise ValueError(f"pack_size={pack_size} must be a positive integer.")
     arr = as_int_lengths(lengths)
     parts: list[np.ndarray] = []
     cuts: list[OverlongCut] = []
     prev = 0
-    for i in np.flatnonzero(arr > limit).tolist():
-        cuts.append(cut_overlong(int(arr[i]), limit, policy, name=str(i)))
+    for i in np.flatnonzero(arr > pack_size).tolist():
+        cuts.append(cut_overlong(int(arr[i]), pack_size, policy, name=str(i)))
         pieces = np.array([e - s for s, e in cuts[-1].pieces], dtype=np.int64)
         parts += [arr[prev:i], pieces]
         prev = i + 1
@@ -171,10 +171,10 @@ def cut_lengths(
 
 
 def apply_overlong(
-    lengths: Sequence[int] | np.ndarray, limit: int, policy: OverlongPolicy | str
+    lengths: Sequence[int] | np.ndarray, pack_size: int, policy: OverlongPolicy | str
 ) -> np.ndarray:
     """The lengths after ``policy`` (see :func:`cut_lengths`); a new ``int64`` array.
 
     ``apply_overlong([9, 3], 4, "split")`` -> ``array([4, 4, 1, 3])``.
     """
-    return cut_lengths(lengths, limit, policy)[0]
+    return cut_lengths(lengths, pack_size, policy)[0]

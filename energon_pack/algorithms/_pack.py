@@ -63,17 +63,22 @@ def pack_lengths(
     _check_media(arr, media, spec)
     if arr.size == 0:
         return []
-    cap, per_pack = spec.pack_size, spec.max_samples_per_pack
+    pack_size, per_pack = spec.pack_size, spec.max_samples_per_pack
     algorithm = ALGORITHMS[spec.algorithm]
     if media is not None and algorithm is balanced and balance is None:
         # balanced = the default algorithm + balance_packs(CostModel()); with media, the
         # balance counts the media tokens (one balance pass, not two).
         algorithm, balance = best_fit_decreasing_repair, MEDIA_COST
-    bins = algorithm(arr, cap, per_pack)
+    bins = algorithm(arr, pack_size, per_pack)
     image_tokens = None if media is None else media.tokens
     if balance is not None:
         bins = balance_packs(
-            bins, arr, cap, cost=balance, image_tokens=image_tokens, max_samples_per_pack=per_pack
+            bins,
+            arr,
+            pack_size,
+            cost=balance,
+            image_tokens=image_tokens,
+            max_samples_per_pack=per_pack,
         )
     if media is not None:
         bins = enforce_media_budgets(bins, arr, media, spec)

@@ -177,7 +177,7 @@ def _report(
         carry_over=spec.carry_over,
         samples_in=len(measured.lengths),
         samples_out=measured.documents,
-        empty=stats.dropped_empty,
+        dropped_empty=stats.dropped_empty,
         packs=packs,
         tokens=measured.tokens,
         fill=measured.tokens / (packs * size) if packs else 0.0,

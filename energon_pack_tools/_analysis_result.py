@@ -21,7 +21,7 @@ class AnalysisResult(PackingResult):
     the simulation predicts."""
 
     dataset: str
-    empty: int  #: samples that encoded to zero tokens (dropped)
+    dropped_empty: int  #: samples that encoded to zero tokens (dropped)
     #: samples energon's error handler skipped (a corrupt file, bad UTF-8, an encoder error)
     skipped: int = 0
     #: ``(key, reason)`` of the skipped samples (the most recent 1024)
@@ -124,7 +124,7 @@ class AnalysisResult(PackingResult):
             (
                 "documents",
                 f"{self.samples_in} in -> {self.samples_out} pieces in packs "
-                f"({self.empty} empty dropped)",
+                f"({self.dropped_empty} empty dropped)",
             ),
             ("pieces/pack", f"{self.documents_per_pack:.2f}"),
             (

@@ -143,7 +143,7 @@ def test_crude_jsonl_dataset_keeps_stdout_clean(jsonl_text_dataset, tokenizer_di
         "8",
     )
     # conftest: 30 records, one of them empty (corpus[5] == "").
-    assert (out["samples_in"], out["empty"]) == (29, 1)
+    assert (out["samples_in"], out["dropped_empty"]) == (29, 1)
     limited = _analyze(
         str(jsonl_text_dataset.path),
         "--tokenizer",
@@ -155,7 +155,7 @@ def test_crude_jsonl_dataset_keeps_stdout_clean(jsonl_text_dataset, tokenizer_di
         "--limit",
         "10",
     )
-    assert (limited["samples_in"], limited["empty"]) == (9, 1)  # records 0..9, #5 empty
+    assert (limited["samples_in"], limited["dropped_empty"]) == (9, 1)  # records 0..9, #5 empty
 
 
 def test_vqa_dataset_reports_media_and_text_tokens(

@@ -242,8 +242,8 @@ def expand_placeholders(
     key: str,
 ) -> tuple[list[int], list[bool], dict[int, list[tuple[int, int]]]]:
     """Replace the i-th occurrence of each placeholder id by ``counts[id][i]`` copies (or, for
-    a list, by those token ids: a family's layout with markers, the span then runs from the
-    first to the last placeholder id in it).
+    a list, by those token ids: a family's layout with markers, its span then the whole list,
+    markers included, so that no cut splits them from the image).
 
     Returns the new tokens, the loss mask (``False`` on every inserted token) and, per
     placeholder id, the ``[start, end)`` span of each item. ``([2, 4, 9], [F, F, T], {4: [3]})``
@@ -269,8 +269,7 @@ def expand_placeholders(
             item = counts[t][seen[t]]
             seen[t] += 1
             ids = [t] * item if isinstance(item, int) else list(item)
-            at = [i for i, x in enumerate(ids) if x == t] or [0]
-            spans[t].append((len(out_tokens) + at[0], len(out_tokens) + at[-1] + 1))
+            spans[t].append((len(out_tokens), len(out_tokens) + len(ids)))
             out_tokens.extend(ids)
             out_mask.extend([False] * len(ids))
         else:

@@ -198,12 +198,18 @@ def slice_media(
 
 
 def media_tokens(tokens: torch.Tensor, image_spans: Any, video_spans: Any) -> int:
-    """Placeholder tokens in the spans. A span may hold text between its placeholders (a
-    Qwen3-VL video's timestamps, Idefics3's tile markers): a span that starts and ends with the
-    same token counts that token only; any other span counts its length."""
-    spans = torch.cat([image_spans.view(-1, 2), video_spans.view(-1, 2)])
-    n = int((spans[:, 1] - spans[:, 0]).sum())
-    for s, e in spans.tolist():
-        if e - s > 1 and tokens[s] == tokens[e - 1]:
-            n -= int((tokens[s:e] != tokens[s]).sum())
+    """Placeholder tokens in the spans. A span may hold text between its placeholders: a span
+    that starts and ends with the same token counts only that token (a Qwen3-VL video's
+    timestamps) or, for an image, the token of its longest run (the first on a tie: Idefics3's
+    markers around its ``<image>`` runs); any other span counts its length."""
+    n = 0
+    for images, spans in ((True, image_spans), (False, video_spans)):
+        for s, e in spans.view(-1, 2).tolist():
+            span = tokens[s:e]
+            if e - s < 2 or span[0] != span[-1]:
+                n += e - s
+                continue
+            at = torch.cat([torch.tensor([0]), (span[1:] != span[:-1]).nonzero().view(-1) + 1])
+            runs = torch.diff(at, append=torch.tensor([e - s]))
+            n += int((span == span[at[runs.argmax()]] if images else span == span[0]).sum())
     return n

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 from PIL import Image
-from vlm_helpers import png
+from vlm_helpers import chat_sample, png
 from vlm_models import (
     IDEFICS3_TOKENS,
     INTERNVL_TOKENS,
@@ -29,7 +29,7 @@ from vlm_models import (
     tiny_smolvlm,
 )
 
-from energon_pack.encoding import vision_family
+from energon_pack.encoding import PackingStats, apply_overlong_policy, vision_family
 from energon_pack.samples import collate_packs
 from energon_pack.samples._batch import image_kwargs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
@@ -247,6 +247,41 @@ def test_light_buffers_plan_tokens_from_headers(family: Any) -> None:
     assert processed.num_tokens == planned.num_tokens
     assert processed.expansions == planned.expansions
     assert torch.equal(processed.grid_thw, planned.grid_thw)
+
+
+@pytest.mark.parametrize("overlong", ["split", "truncate"])
+@pytest.mark.parametrize("size", [(56, 56), (150, 60)])  # one tile; tiles and a global one
+def test_overlong_cuts_keep_each_images_markers_with_it(
+    family: Any, overlong: str, size: tuple[int, int]
+) -> None:
+    """A cut that falls between an image's leading markers (``<fake_token_around_image>
+    <row_1_col_1>``, ``<global-img>``) and its first ``<image>`` moves before the markers: each
+    piece holds an image's whole layout, as the processor makes it for that image, or none of
+    it."""
+    name, _, processor = family
+    if name == "internvl":
+        pytest.skip("no markers around the image tokens")
+    tag = FAMILIES[name][3]
+    expansion = list(processor(text=[tag], images=[[Image.new("RGB", size)]])["input_ids"][0])
+    image_id = processor.tokenizer.convert_tokens_to_ids(tag)
+    enc = encoder(ConversationPackingTaskEncoder, family)
+    sample = chat_sample("k", ["<image> one", "two", "<image> three", "four"])
+    sample = dataclasses.replace(sample, images=[png(*size, seed=1), png(*size, seed=2)])
+    (doc,) = enc.encode_document(sample)
+    tokens = doc.tokens.tolist()
+    second = [i for i, t in enumerate(tokens) if t == image_id][expansion.count(image_id)]
+    assert expansion.index(image_id) > 0 and tokens[second - 1] != image_id  # markers before
+    pieces = apply_overlong_policy(doc, second, overlong, PackingStats())
+    assert len(pieces) == (2 if overlong == "split" else 1)
+    for piece in pieces:
+        rest, ids = piece.tokens.tolist(), set(expansion)
+        whole = 0
+        while any(rest[i : i + len(expansion)] == expansion for i in range(len(rest))):
+            i = next(i for i in range(len(rest)) if rest[i : i + len(expansion)] == expansion)
+            rest, whole = rest[:i] + rest[i + len(expansion) :], whole + 1
+        assert not ids & set(rest), (piece.__key__, piece.tokens.tolist())
+        assert whole == len(piece.image_spans) == len(piece.image_grid_thw)
+        assert piece.num_media_tokens == int((piece.tokens == image_id).sum())
 
 
 def test_tile_families_refuse_mrope_videos_and_captioning(family: Any) -> None:

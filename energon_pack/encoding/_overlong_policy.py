@@ -21,9 +21,16 @@ __all__ = ["apply_overlong_policy"]
 
 
 def apply_overlong_policy(
-    doc: EncodedSample, pack_size: int, policy: OverlongPolicy | str, stats: PackingStats
+    doc: EncodedSample,
+    pack_size: int,
+    policy: OverlongPolicy | str,
+    stats: PackingStats,
+    *,
+    no_cut: torch.Tensor | None = None,
 ) -> list[EncodedSample]:
-    """The documents that ``doc`` becomes under ``policy`` (``[doc]`` when it fits)."""
+    """The documents that ``doc`` becomes under ``policy`` (``[doc]`` when it fits); ``no_cut``:
+    the spans no cut may fall inside, each covering whole media spans (``None``: the media
+    spans, ``doc.media_spans()``)."""
     policy = OverlongPolicy(policy)
     n = len(doc.tokens)
     key = doc.__key__
@@ -31,7 +38,12 @@ def apply_overlong_policy(
         return [doc]
     targets = torch.as_tensor(doc.loss_mask).cpu().numpy()
     cut = cut_overlong(
-        n, pack_size, policy, no_cut=doc.media_spans().numpy(), targets=targets, name=repr(key)
+        n,
+        pack_size,
+        policy,
+        no_cut=(doc.media_spans() if no_cut is None else no_cut).numpy(),
+        targets=targets,
+        name=repr(key),
     )
     if cut.dropped is not None:
         stats.record_drop(key, cut.dropped)

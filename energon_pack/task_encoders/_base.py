@@ -16,6 +16,7 @@ from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import torch
 from megatron.energon import TaskEncoder, stateless
 
 from energon_pack.algorithms import MediaLoad, PackingSpec, pack_lengths
@@ -141,13 +142,22 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
                 self._stats_now().record_drop(doc.__key__, "encoded to zero tokens", kind="empty")
                 continue
             for piece in apply_overlong_policy(
-                doc, self.config.pack_size, self.config.overlong, self._stats_now()
+                doc,
+                self.config.pack_size,
+                self.config.overlong,
+                self._stats_now(),
+                no_cut=self._no_cut_spans(doc) if doc.length > self.config.pack_size else None,
             ):
                 stats = self._stats_now()
                 if self.config.has_media_budgets and self._over_media_budget(piece, stats):
                     continue
                 stats.documents += 1
                 yield piece
+
+    def _no_cut_spans(self, doc: EncodedSample) -> torch.Tensor:
+        """Hook: the ``(k, 2)`` token spans no over-long cut may fall inside (default: the
+        document's media spans)."""
+        return doc.media_spans()
 
     def _over_media_budget(self, doc: EncodedSample, stats: PackingStats) -> bool:
         """Drop and count ``doc`` (in ``dropped_over_budget``, logged with its key) when its media

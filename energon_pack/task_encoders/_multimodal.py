@@ -130,6 +130,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         self.video_timestamps = video_timestamps
         #: Vision start/end ids (no loss on them in text documents); empty without them.
         self._vision_ids = frozenset((start, end)) if wrap else frozenset()
+        self._wrap = (start, end) if wrap else None
         self._timestamps = (
             TimestampedVideos(
                 self.tokenizer.encode_text,
@@ -232,11 +233,11 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         """Drop and count ``doc`` when one image or video alone is longer than the pack (no
         piece could hold it: media are never cut); under ``overlong="error"`` the policy
         raises instead."""
-        spans = doc.media_spans()
-        longest = int((spans[:, 1] - spans[:, 0]).max()) if len(spans) else 0
         policy = OverlongPolicy(self.config.overlong)
         if doc.length <= self.pack_size or policy is OverlongPolicy.ERROR:
             return False
+        spans = self._no_cut_spans(doc)
+        longest = int((spans[:, 1] - spans[:, 0]).max()) if len(spans) else 0
         why = None
         if longest > self.pack_size:
             why = f"an image or video of {longest} tokens (media are never cut; raise pack_size)"
@@ -250,6 +251,30 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
                 doc.__key__, f"{doc.length} tokens > pack_size {self.pack_size} with {why}"
             )
         return why is not None
+
+    def _no_cut_spans(self, doc: EncodedSample) -> torch.Tensor:
+        """The media spans widened over the vision start/end tokens around each item (and a
+        Qwen3-VL video's first timestamp with its outer start), so that no over-long cut parts
+        an item from them; ``image_spans`` / ``video_spans`` stay the placeholder tokens."""
+        spans = doc.media_spans()
+        if self._wrap is None or not len(spans):
+            return spans
+        start, end = self._wrap
+        tokens = doc.tokens.tolist()
+        videos = {s for s, _ in getattr(doc, "video_spans", spans[:0]).view(-1, 2).tolist()}
+        out = []
+        for s, e in spans.tolist():
+            stamped = self._timestamps is not None and s in videos
+            while s > 0 and tokens[s - 1] == start:
+                s -= 1
+            j = s - 1  # Qwen3-VL: <vs> <t seconds> <vs> <video_pad>...
+            while stamped and j >= 0 and tokens[j] not in (start, end):
+                j -= 1
+            s = j if stamped and j >= 0 and tokens[j] == start else s
+            while e < len(tokens) and tokens[e] == end:
+                e += 1
+            out.append((s, e))
+        return torch.tensor(out, dtype=torch.int64)
 
     def _splits_images(self, doc: EncodedMultimodalSample, policy: OverlongPolicy) -> bool:
         """LLaVA-OneVision: whether the over-long cut leaves one image of a document of several

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from vlm_helpers import VLM_PACK_SIZE, png
+from vlm_helpers import VLM_PACK_SIZE, assert_wrappers_whole, png
 
 from energon_pack.task_encoders import (
     ConversationPackingTaskEncoder,
@@ -74,6 +74,31 @@ def test_three_images_over_two_turns_loss_on_assistant_turns_only(
         assert (doc.tokens[s:e] == image_id).all() and not doc.loss_mask[s:e].any()
     assert int((doc.tokens == image_id).sum()) == 12
     assert vlm_tokenizer.decode(doc.tokens[doc.loss_mask]) == "a seed </s> the token </s>"
+
+
+@pytest.mark.parametrize("overlong", ["split", "truncate"])
+def test_overlong_cuts_keep_each_image_with_its_vision_start_and_end(
+    vlm_tokenizer_dir, image_processor, overlong: str
+) -> None:
+    """Qwen2-VL: a cut at an image's first ``<|image_pad|>`` moves before its
+    ``<|vision_start|>``; each piece holds an image's whole ``<vs> pads <ve>`` or none of it."""
+    turns = [("user", "<image> is it"), ("assistant", "a seed"), ("user", "<image> and")]
+    sample = conversation(
+        [*turns, ("assistant", "the token")], images=[png(56, 56, 1), png(56, 56, 2)]
+    )
+    enc = encoder(vlm_tokenizer_dir, image_processor)
+    (doc,) = list(enc.encode_sample(sample))
+    start, end = (enc.tokenizer.token_id(t) for t in ("<|vision_start|>", "<|vision_end|>"))
+    at = int(doc.image_spans[1, 0])
+    assert doc.tokens[at - 1] == start and doc.tokens[int(doc.image_spans[1, 1])] == end
+    cut = encoder(vlm_tokenizer_dir, image_processor, pack_size=at, overlong=overlong)
+    pieces = list(cut.encode_sample(sample))
+    assert len(pieces) == (2 if overlong == "split" else 1)
+    assert pieces[0].length == at - 1 and len(pieces[0].image_spans) == 1
+    for piece in pieces:
+        assert_wrappers_whole(piece.tokens, start, end)
+        assert int((piece.tokens == start).sum()) == len(piece.image_spans)
+        assert piece.num_media_tokens == int((piece.tokens == enc.image_token_id).sum())
 
 
 def test_text_only_conversation_and_the_plain_rendering(

@@ -29,7 +29,7 @@ from vlm_models import (
     tiny_smolvlm,
 )
 
-from energon_pack.encoding import PackingStats, apply_overlong_policy, vision_family
+from energon_pack.encoding import vision_family
 from energon_pack.samples import collate_packs
 from energon_pack.samples._batch import image_kwargs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
@@ -77,7 +77,7 @@ def family(request: Any, tmp_path_factory: pytest.TempPathFactory, tokenizer_dir
 def encoder(cls: Any, family: Any, **kw: Any) -> Any:
     _, tok_dir, processor = family
     tokens = vision_family(processor).default_tokens
-    return cls(tok_dir, processor, pack_size=PACK_SIZE, **tokens, **kw)
+    return cls(tok_dir, processor, **{"pack_size": PACK_SIZE, **tokens, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -255,12 +255,10 @@ def test_overlong_cuts_keep_each_images_markers_with_it(
     family: Any, overlong: str, size: tuple[int, int]
 ) -> None:
     """A cut that falls between an image's leading markers (``<fake_token_around_image>
-    <row_1_col_1>``, ``<global-img>``) and its first ``<image>`` moves before the markers: each
-    piece holds an image's whole layout, as the processor makes it for that image, or none of
-    it."""
+    <row_1_col_1>``, ``<global-img>``; InternVL's ``<img>``) and its first image token moves
+    before the markers: each piece holds an image's whole layout (InternVL: ``<img> ... </img>``),
+    as the processor makes it for that image, or none of it."""
     name, _, processor = family
-    if name == "internvl":
-        pytest.skip("no markers around the image tokens")
     tag = FAMILIES[name][3]
     expansion = list(processor(text=[tag], images=[[Image.new("RGB", size)]])["input_ids"][0])
     image_id = processor.tokenizer.convert_tokens_to_ids(tag)
@@ -271,7 +269,8 @@ def test_overlong_cuts_keep_each_images_markers_with_it(
     tokens = doc.tokens.tolist()
     second = [i for i, t in enumerate(tokens) if t == image_id][expansion.count(image_id)]
     assert expansion.index(image_id) > 0 and tokens[second - 1] != image_id  # markers before
-    pieces = apply_overlong_policy(doc, second, overlong, PackingStats())
+    cut = encoder(ConversationPackingTaskEncoder, family, pack_size=second, overlong=overlong)
+    pieces = list(cut.encode_sample(sample))
     assert len(pieces) == (2 if overlong == "split" else 1)
     for piece in pieces:
         rest, ids = piece.tokens.tolist(), set(expansion)

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import torch
 from PIL import Image
-from vlm_helpers import chat_sample, png
+from vlm_helpers import assert_wrappers_whole, chat_sample, png
 
 from energon_pack.algorithms import OverlongSampleError
 from energon_pack.attention import mrope_position_ids
-from energon_pack.encoding import MediaProcessor
+from energon_pack.encoding import MediaProcessor, PackingStats, apply_overlong_policy
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, ConversationSample
 
 
@@ -63,25 +63,32 @@ def test_a_video_document_longer_than_the_pack_is_cut_around_the_video(
             vlm_tokenizer_dir, image_processor, pack_size=pack_size, overlong=overlong
         )
 
-    # 23 tokens: the first turn [0, 8), the video at [8, 16), the second turn's end.
-    (doc,) = encoder(32, "split").encode_sample(sample)
+    # 23 tokens: the first turn [0, 7), <|vision_start|> at 7, the video at [8, 16),
+    # <|vision_end|> at 16, the second turn's end.
+    enc = encoder(32, "split")
+    (doc,) = enc.encode_sample(sample)
     assert doc.video_spans.tolist() == [[8, 16]] and doc.video_second_per_grid.tolist() == [1.0]
-    # Pack 15, split: the cut at 15 would fall in the video -> moves to 8; two pieces.
-    first, second = encoder(15, "split").encode_sample(sample)
+    wrap = [enc.tokenizer.token_id(t) for t in ("<|vision_start|>", "<|vision_end|>")]
+    assert [doc.tokens[7], doc.tokens[16]] == wrap
+    # Pack 16, split: the cut at 16 would part the video from its <|vision_end|> -> moves to 7,
+    # before its <|vision_start|>; two pieces.
+    first, second = encoder(16, "split").encode_sample(sample)
     assert torch.equal(torch.cat([first.tokens, second.tokens]), doc.tokens)
     assert first.video_grid_thw.shape == (0, 3) and first.pixel_values_videos.shape[0] == 0
-    assert second.video_spans.tolist() == [[0, 8]] and second.video_grid_thw.tolist() == [[2, 4, 4]]
+    assert second.video_spans.tolist() == [[1, 9]] and second.video_grid_thw.tolist() == [[2, 4, 4]]
+    assert [second.tokens[0], second.tokens[9]] == wrap
     torch.testing.assert_close(second.pixel_values_videos, doc.pixel_values_videos)
-    # Pack 16, truncate: [0, 16) keeps the video whole (7 tokens lost).
-    (head,) = encoder(16, "truncate").encode_sample(sample)
-    assert head.length == 16 and head.video_spans.tolist() == [[8, 16]]
-    # Pack 6: the 8-token video fits no piece: dropped and counted, or an error under "error".
+    # Pack 17, truncate: [0, 17) keeps the video and its start/end whole (6 tokens lost).
+    (head,) = encoder(17, "truncate").encode_sample(sample)
+    assert head.length == 17 and head.video_spans.tolist() == [[8, 16]]
+    # Pack 9: the 8-token video fits but not with its start/end (10 tokens): no piece can hold
+    # it, dropped and counted, or an error under "error".
     for overlong in ("split", "truncate", "drop"):
-        enc = encoder(6, overlong)
+        enc = encoder(9, overlong)
         assert list(enc.encode_sample(sample)) == []
         assert list(enc.stats.dropped_keys) == ["v"] and enc.stats.dropped_overlong == 1
     with pytest.raises(OverlongSampleError, match="'v'"):
-        list(encoder(6, "error").encode_sample(sample))
+        list(encoder(9, "error").encode_sample(sample))
 
 
 @pytest.fixture(scope="module")
@@ -225,3 +232,35 @@ def test_video_timestamps_follow_the_video_processor_and_need_the_tokens(
         ConversationPackingTaskEncoder(
             tokenizer_dir, image_processor, pack_size=64, video_timestamps=True
         )
+
+
+def test_qwen3_vl_cuts_keep_each_video_with_its_timestamps_and_start_end(
+    stamp_tokenizer_dir, image_processor
+) -> None:
+    """At every pack size, a split cut of a Qwen3-VL document falls outside each video's
+    ``<vs> <0.5 seconds> <vs> pads <ve> ... <ve>`` and each image's ``<vs> pads <ve>``."""
+    enc = ConversationPackingTaskEncoder(
+        stamp_tokenizer_dir, image_processor, pack_size=256, video_timestamps=True
+    )
+    (doc,) = enc.encode_sample(qwen3_sample())
+    start, end = (enc.tokenizer.token_id(t) for t in ("<|vision_start|>", "<|vision_end|>"))
+    no_cut = enc._no_cut_spans(doc)
+    assert (no_cut[:, 0] < doc.media_spans()[:, 0]).all()
+    longest = int((no_cut[:, 1] - no_cut[:, 0]).max())
+    for pack_size in range(longest, doc.length):
+        pieces = apply_overlong_policy(doc, pack_size, "split", PackingStats(), no_cut=no_cut)
+        for piece in pieces:
+            assert_wrappers_whole(piece.tokens, start, end)
+        assert sum(len(p.video_spans) for p in pieces) <= 2
+    # the encoder cuts with them: the cut at the second video's first pad moves before its <vs>
+    at = int(doc.video_spans[1, 0])
+    assert doc.tokens[at - 1] == start and doc.tokens[at] == enc.video_token_id
+    cut = ConversationPackingTaskEncoder(
+        stamp_tokenizer_dir, image_processor, pack_size=at, overlong="split", video_timestamps=True
+    )
+    pieces = list(cut.encode_sample(qwen3_sample()))
+    # (the prompt piece before it has no target: left out)
+    last = pieces[-1]
+    assert last.__key__ == "q3#1" and len(last.video_spans) == 1 and last.tokens[0] == start
+    for piece in pieces:
+        assert_wrappers_whole(piece.tokens, start, end)

@@ -39,3 +39,13 @@ def write_frames(folder: Path, n: int, size: tuple[int, int], seed: int) -> Path
     for i in range(n):
         (folder / f"{i:04d}.png").write_bytes(png(*size, seed=seed * 100 + i))
     return folder
+
+
+def assert_wrappers_whole(tokens: Any, start: int, end: int) -> None:
+    """The vision start/end tokens of a piece nest and balance: no cut parted an item (or a
+    Qwen3-VL video's timestamps) from the start/end tokens around it."""
+    depth = 0
+    for t in tokens.tolist():
+        depth += (t == start) - (t == end)
+        assert depth >= 0, tokens.tolist()
+    assert depth == 0, tokens.tolist()

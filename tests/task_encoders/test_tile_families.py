@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,7 @@ from energon_pack.samples._batch import image_kwargs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
 from energon_pack.testing import assert_same_item
 from energon_pack.training import make_loader
-from energon_pack_tools import (
-    make_conversation_dataset,
-    make_vqa_dataset,
-    sample_key,
-    synthetic_texts,
-)
+from energon_pack_tools import make_vqa_dataset, sample_key, synthetic_texts
 
 #: Image sizes (width, height): 1 tile, 2-3 tiles + thumbnail, tall, tiny.
 SIZES = [(56, 56), (150, 60), (40, 120), (112, 112), (9, 14), (200, 90)]
@@ -80,10 +76,26 @@ def encoder(cls: Any, family: Any, **kw: Any) -> Any:
     return cls(tok_dir, processor, **{"pack_size": PACK_SIZE, **tokens, **kw})
 
 
+def make_dataset_cli(out: Path, records: list[dict[str, Any]], media: Path) -> Path:
+    """``energon-pack make-dataset OUT llava.jsonl --task conversation --media-root MEDIA``."""
+    from click.testing import CliRunner
+
+    from energon_pack_tools.cli import main
+
+    llava = out.parent / f"{out.name}_llava.jsonl"  # outside the media root: --media-root needed
+    llava.write_text("".join(json.dumps(r) + "\n" for r in records))
+    args = ["make-dataset", str(out), str(llava), "--task", "conversation"]
+    args += ["--media-root", str(media), "--samples-per-shard", "3"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    return out
+
+
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A VQA dataset (one image a sample, weighted answers) and LLaVA conversations with 0..3
-    images in several turns; per key the messages and the image bytes."""
+    images in several turns (written by ``energon-pack make-dataset --task conversation`` from a
+    JSONL file and image files); per key the messages and the image bytes."""
     rng = random.Random(5)
     texts = synthetic_texts(60, seed=8, min_words=1, max_words=5)
     images = [png(*SIZES[i % len(SIZES)], seed=i) for i in range(8)]
@@ -113,9 +125,7 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             record["image"] = names
         records.append(record)
         conv_ref[sample_key(i)] = (turns, [(root / n).read_bytes() for n in names])
-    conv = make_conversation_dataset(
-        tmp_path_factory.mktemp("ivl_conv"), records, media_root=root, samples_per_shard=3
-    )
+    conv = make_dataset_cli(tmp_path_factory.mktemp("ivl_conv"), records, root)
     return {"vqa": (vqa, vqa_ref), "conversation": (conv, conv_ref)}
 
 

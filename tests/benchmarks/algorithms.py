@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _lengths import DEFAULT_LENGTHS
 
 from energon_pack.algorithms import ALGORITHMS, CarryOver, pack_lengths, simulate
 from energon_pack.algorithms._bounds import lower_bound
 from energon_pack.algorithms._overlong import apply_overlong
 
-DEFAULT_LENGTHS = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
 C = 4096
 
 
@@ -38,7 +38,7 @@ def datasets(path: Path, n: int) -> dict[str, np.ndarray]:
         rng.shuffle(raw)
         out["manpages"] = np.resize(raw, n)
     else:
-        print(f"(manpages lengths not found at {path}: synthetic inputs only)")
+        print(f"(manpages lengths not found at {path}, see --lengths: synthetic inputs only)")
     out["uniform"] = rng.integers(1, C + 1, size=n)
     out["lognormal"] = np.clip(rng.lognormal(6.5, 1.0, size=n).astype(np.int64), 1, C)
     out["bimodal"] = np.where(
@@ -129,7 +129,9 @@ def main() -> None:
         sizes = [64, 1_000, 10_000] if args.quick else [64, 1_000, 10_000, 100_000]
         per_call_table(datasets(args.lengths, max(sizes)), sizes)
     if not args.lengths.exists():
-        print(f"(manpages lengths not found at {args.lengths}: no streaming or carry-over tables)")
+        print(
+            f"(manpages lengths not found at {args.lengths}, see --lengths: no streaming or carry-over tables)"
+        )
         return
     raw = np.loadtxt(args.lengths, dtype=np.int64)
     if args.only in (None, "streaming"):

@@ -29,13 +29,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _lengths import DEFAULT_LENGTHS
 
 from energon_pack.algorithms import CostModel, pack_lengths, simulate
 from energon_pack.algorithms._balance import cost_spread, slowest_rank_loss
 from energon_pack.algorithms._overlong import apply_overlong
 from energon_pack.algorithms._step_order import step_order
 
-DEFAULT_LENGTHS = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
 RANKS = 8
 
 
@@ -124,7 +124,9 @@ def main() -> None:
         raw = np.loadtxt(args.lengths, dtype=np.int64)
         source = "manpages"
     else:
-        print(f"(lengths not found at {args.lengths}: synthetic lognormal lengths instead)")
+        print(
+            f"(lengths not found at {args.lengths}, see --lengths: synthetic lognormal lengths instead)"
+        )
         raw = rng.lognormal(6.5, 1.2, size=22000).astype(np.int64) + 1
         source = "lognormal"
     models = {

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Carry-over packing through a real energon loader vs ``energon-pack simulate``.
 
-Reads ``../shared/data/manpages.lengths.txt`` (22,135 real token counts), shuffles it with a fixed
+Reads the manpages lengths (``--lengths PATH``; 22,135 real token counts), shuffles it with a fixed
 seed, splits documents longer than the pack, and writes an energon ``TextSample`` dataset whose
 sample ``i`` holds its length as text (packing decisions depend only on lengths, so a "virtual"
 document of that many tokens exercises exactly the loader's decision path: reading, buffers,
@@ -29,13 +29,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _lengths import DEFAULT_LENGTHS
 
 from energon_pack.algorithms import CarryOver, simulate
 from energon_pack.algorithms._overlong import apply_overlong
 from energon_pack.training import make_loader
 from energon_pack_tools import LengthTextEncoder, make_text_dataset
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
 PACK_SIZE = 4096
 
 
@@ -62,15 +62,20 @@ def fill_of(packs) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--lengths", type=Path, default=DEFAULT_LENGTHS, help="manpages lengths file, one per line"
+    )
     parser.add_argument("--buffers", default="16,64,256")
     parser.add_argument("--algorithm", default="best_fit_decreasing")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N documents")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    if not DATA.exists():
-        print(f"{DATA} not found: this benchmark needs the shared manpages lengths.")
-        return 0
-    raw = np.loadtxt(DATA, dtype=np.int64)
+    if not args.lengths.exists():
+        print(
+            f"{args.lengths} not found: this benchmark needs the manpages lengths (--lengths PATH)."
+        )
+        return 1
+    raw = np.loadtxt(args.lengths, dtype=np.int64)
     raw = raw[np.random.default_rng(args.seed).permutation(raw.size)]
     if args.limit:
         raw = raw[: args.limit]

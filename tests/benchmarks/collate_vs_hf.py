@@ -4,7 +4,7 @@
 Issue 16, item 3: "collate plus metadata per batch at least as fast as transformers'
 ``DataCollatorWithFlattening`` on the same documents (measure side by side in one process)".
 
-Documents: the manpages lengths (``../shared/data/manpages.lengths.txt``, shuffled with seed 0,
+Documents: the manpages lengths (``--lengths PATH``, shuffled with seed 0,
 truncated at the pack size) or synthetic short documents (log-normal, median 26 tokens), random
 token ids. The documents are grouped into packs once (``pack_lengths``, the default algorithm;
 planning is not timed: the HF collator does not plan), 8 packs per batch. Per batch, timed:
@@ -37,22 +37,22 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _lengths import DEFAULT_LENGTHS
 from transformers import DataCollatorWithFlattening
 
 from energon_pack.algorithms import pack_lengths
 from energon_pack.samples import EncodedSample, PackedTextSample, collate_packs
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
 PACKS_PER_BATCH = 8
 
 
-def corpus_lengths(corpus: str, pack_size: int, n: int) -> np.ndarray:
+def corpus_lengths(corpus: str, pack_size: int, n: int, path: Path) -> np.ndarray:
     """``n`` document lengths truncated at ``pack_size``, shuffled with seed 0."""
     rng = np.random.default_rng(0)
     if corpus == "short":
         raw = np.maximum(1, np.round(np.exp(rng.normal(np.log(26), 1.0, n)))).astype(np.int64)
     else:
-        raw = np.loadtxt(DATA, dtype=np.int64)
+        raw = np.loadtxt(path, dtype=np.int64)
         raw = raw[rng.permutation(raw.size)][:n]
     return np.minimum(raw, pack_size)
 
@@ -113,8 +113,8 @@ def summary(times: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[int(0.9 * len(ordered))]
 
 
-def run(corpus: str, pack_size: int, batches: int, rounds: int) -> None:
-    lengths = corpus_lengths(corpus, pack_size, 200_000 if corpus == "short" else 22_135)
+def run(corpus: str, pack_size: int, batches: int, rounds: int, path: Path) -> None:
+    lengths = corpus_lengths(corpus, pack_size, 200_000 if corpus == "short" else 22_135, path)
     rng = np.random.default_rng(1)
     plans = make_batches(lengths, pack_size, batches)
     tokens = [documents(b, rng) for b in plans]
@@ -156,16 +156,19 @@ def run(corpus: str, pack_size: int, batches: int, rounds: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", choices=("manpages", "short"), default="manpages")
+    parser.add_argument(
+        "--lengths", type=Path, default=DEFAULT_LENGTHS, help="manpages lengths file, one per line"
+    )
     parser.add_argument("--packs", default="4096,8192", help="pack sizes, comma-separated")
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
-    if args.corpus == "manpages" and not DATA.exists():
-        print(f"{DATA} not found: run with --corpus short.")
-        return 0
+    if args.corpus == "manpages" and not args.lengths.exists():
+        print(f"{args.lengths} not found: pass --lengths PATH or run with --corpus short.")
+        return 1
     torch.set_num_threads(1)
     for pack_size in (int(p) for p in args.packs.split(",")):
-        run(args.corpus, pack_size, args.batches, args.rounds)
+        run(args.corpus, pack_size, args.batches, args.rounds, args.lengths)
     return 0
 
 

@@ -25,7 +25,7 @@ stock and carry-over fill of every registered algorithm at every row.
 Corpora (both shuffled with seed 0; documents longer than the pack are truncated to it, the
 spec's default and what grain requires):
 
-* ``manpages``: ``../shared/data/manpages.lengths.txt`` (22,135 real token counts, median 715);
+* ``manpages``: ``--lengths PATH`` (22,135 real token counts, median 715);
 * ``short``: 200,000 synthetic short documents (chat turns, captions), lengths
   ``max(1, round(exp(N(ln 26, 1.0))))`` (seed 0): log-normal with median 26, mean ~43, p90 ~94,
   p99 ~265 tokens.
@@ -50,10 +50,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _lengths import DEFAULT_LENGTHS
 
 from energon_pack.algorithms import ALGORITHMS, CarryOver, PackingSpec, pack_lengths, simulate
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "manpages.lengths.txt"
 PACKS = (4096, 8192)
 BUFFERS = (16, 64, 256, 2048)
 
@@ -64,11 +64,11 @@ def short_lengths(n: int = 200_000, seed: int = 0) -> np.ndarray:
     return np.maximum(1, np.rint(np.exp(rng.normal(np.log(26), 1.0, n)))).astype(np.int64)
 
 
-def corpus(name: str, limit: int) -> np.ndarray | None:
+def corpus(name: str, limit: int, path: Path) -> np.ndarray | None:
     if name == "short":
         raw = short_lengths()
-    elif DATA.exists():
-        raw = np.loadtxt(DATA, dtype=np.int64)
+    elif path.exists():
+        raw = np.loadtxt(path, dtype=np.int64)
         raw = raw[np.random.default_rng(0).permutation(raw.size)]
     else:
         return None
@@ -272,6 +272,9 @@ def print_algorithms(name: str, lengths: np.ndarray) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpora", default="short,manpages")
+    parser.add_argument(
+        "--lengths", type=Path, default=DEFAULT_LENGTHS, help="manpages lengths file, one per line"
+    )
     parser.add_argument("--limit", type=int, default=0, help="use only the first N documents")
     parser.add_argument("--no-algorithms", action="store_true", help="skip the per-algorithm table")
     parser.add_argument(
@@ -290,9 +293,9 @@ def main() -> int:
         return 0
     print(f"{CarryOver()}")
     for name in args.corpora.split(","):
-        lengths = corpus(name, args.limit)
+        lengths = corpus(name, args.limit, args.lengths)
         if lengths is None:
-            print(f"{DATA} not found: skipping {name}.")
+            print(f"{args.lengths} not found (pass --lengths PATH): skipping {name}.")
             continue
         if args.algorithms_only:
             print_algorithms(name, lengths)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 from PIL import Image
-from vlm_helpers import png
+from vlm_helpers import png, vlm_datasets
 from vlm_models import llava_processor, tiny_llava
 
 from energon_pack.algorithms import CarryOver
@@ -26,7 +26,6 @@ from energon_pack.samples import collate_packs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
 from energon_pack.testing import assert_same_item
 from energon_pack.training import make_loader
-from energon_pack_tools import make_vqa_dataset, sample_key, synthetic_texts
 
 #: Image sizes (width, height): 2 to 17 patches, tall, wide, tiny, square.
 SIZES = [(150, 60), (13, 77), (56, 56), (40, 120), (9, 14), (200, 90), (120, 119)]
@@ -50,58 +49,10 @@ def encoder(cls: Any, family: Any, **kw: Any) -> Any:
     return cls(tok_dir, processor, **{"pack_size": PACK_SIZE, "image_token": "<image>", **kw})
 
 
-def make_dataset_cli(out: Path, records: list[dict[str, Any]], media: Path) -> Path:
-    """``energon-pack make-dataset OUT llava.json --task conversation``."""
-    from click.testing import CliRunner
-
-    from energon_pack_tools.cli import main
-
-    (media / "llava.json").write_text(json.dumps(records))
-    args = ["make-dataset", str(out), str(media / "llava.json"), "--task", "conversation"]
-    res = CliRunner().invoke(main, args)
-    assert res.exit_code == 0, res.output
-    return out
-
-
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A VQA dataset and LLaVA conversations with 0..3 images in several turns; per key the
-    messages and the image bytes."""
-    rng = random.Random(3)
-    texts = synthetic_texts(60, seed=8, min_words=1, max_words=5)
-    images = [png(*SIZES[i % len(SIZES)], seed=i) for i in range(8)]
-    vqa = make_vqa_dataset(
-        tmp_path_factory.mktemp("llava_vqa"),
-        images,
-        texts[10:18],
-        [[texts[i]] for i in range(8)],
-        samples_per_shard=3,
-    )
-    vqa_ref = {
-        sample_key(i): ([("user", f"<image>\n{texts[10 + i]}"), ("assistant", texts[i])], [b])
-        for i, b in enumerate(images)
-    }
-    root = tmp_path_factory.mktemp("llava_media")
-    records, conv_ref = [], {}
-    for i in range(9):
-        n = i % 4
-        names = []
-        for j in range(n):
-            names.append(f"c{i}_{j}.png")
-            (root / names[-1]).write_bytes(png(*rng.choice(SIZES), seed=100 + 10 * i + j))
-        q, a, q2, a2 = texts[20 + 4 * i : 24 + 4 * i]
-        first = "<image> " * (n - 1 if n > 1 else n) + q
-        turns = [("user", first), ("assistant", a)]
-        if n > 1:  # the last image in a later turn
-            turns += [("user", f"<image> {q2}"), ("assistant", a2)]
-        roles = {"user": "human", "assistant": "gpt"}
-        record = {"id": i, "conversations": [{"from": roles[r], "value": t} for r, t in turns]}
-        if names:
-            record["image"] = names
-        records.append(record)
-        conv_ref[sample_key(i)] = (turns, [(root / n).read_bytes() for n in names])
-    conv = make_dataset_cli(tmp_path_factory.mktemp("llava_conv") / "data", records, root)
-    return {"vqa": (vqa, vqa_ref), "conversation": (conv, conv_ref)}
+    """VQA and LLaVA conversations with 0..3 images in several turns."""
+    return vlm_datasets(tmp_path_factory, "llava", SIZES, seed=3, records=9)
 
 
 def alone(processor: Any, turns: list[tuple[str, str]], images: list[bytes]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 from PIL import Image
-from vlm_helpers import chat_sample, png
+from vlm_helpers import chat_sample, png, vlm_datasets
 from vlm_models import (
     IDEFICS3_TOKENS,
     INTERNVL_TOKENS,
@@ -36,7 +36,6 @@ from energon_pack.samples._batch import image_kwargs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
 from energon_pack.testing import assert_same_item
 from energon_pack.training import make_loader
-from energon_pack_tools import make_vqa_dataset, sample_key, synthetic_texts
 
 #: Image sizes (width, height): 1 tile, 2-3 tiles + thumbnail, tall, tiny.
 SIZES = [(56, 56), (150, 60), (40, 120), (112, 112), (9, 14), (200, 90)]
@@ -76,57 +75,11 @@ def encoder(cls: Any, family: Any, **kw: Any) -> Any:
     return cls(tok_dir, processor, **{"pack_size": PACK_SIZE, **tokens, **kw})
 
 
-def make_dataset_cli(out: Path, records: list[dict[str, Any]], media: Path) -> Path:
-    """``energon-pack make-dataset OUT llava.jsonl --task conversation --media-root MEDIA``."""
-    from click.testing import CliRunner
-
-    from energon_pack_tools.cli import main
-
-    llava = out.parent / f"{out.name}_llava.jsonl"  # outside the media root: --media-root needed
-    llava.write_text("".join(json.dumps(r) + "\n" for r in records))
-    args = ["make-dataset", str(out), str(llava), "--task", "conversation"]
-    args += ["--media-root", str(media), "--samples-per-shard", "3"]
-    res = CliRunner().invoke(main, args)
-    assert res.exit_code == 0, res.output
-    return out
-
-
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A VQA dataset (one image a sample, weighted answers) and LLaVA conversations with 0..3
-    images in several turns (written by ``energon-pack make-dataset --task conversation`` from a
-    JSONL file and image files); per key the messages and the image bytes."""
-    rng = random.Random(5)
-    texts = synthetic_texts(60, seed=8, min_words=1, max_words=5)
-    images = [png(*SIZES[i % len(SIZES)], seed=i) for i in range(8)]
-    answers = [[texts[i]] for i in range(8)]
-    vqa = make_vqa_dataset(
-        tmp_path_factory.mktemp("ivl_vqa"), images, texts[10:18], answers, samples_per_shard=3
-    )
-    vqa_ref = {
-        sample_key(i): ([("user", f"<image>\n{texts[10 + i]}"), ("assistant", texts[i])], [b])
-        for i, b in enumerate(images)
-    }
-    root = tmp_path_factory.mktemp("ivl_media")
-    records, conv_ref = [], {}
-    for i in range(8):
-        n = i % 4
-        names = []
-        for j in range(n):
-            names.append(f"c{i}_{j}.png")
-            (root / names[-1]).write_bytes(png(*rng.choice(SIZES), seed=100 + 10 * i + j))
-        q, a, q2, a2 = texts[20 + 4 * i : 24 + 4 * i]
-        first = "<image> " * (n - 1 if n > 1 else n) + q
-        turns = [("user", first), ("assistant", a)]
-        if n > 1:  # the last image in a later turn
-            turns += [("user", f"<image> {q2}"), ("assistant", a2)]
-        record = {"id": i, "conversations": [{"from": r, "value": t} for r, t in turns]}
-        if names:
-            record["image"] = names
-        records.append(record)
-        conv_ref[sample_key(i)] = (turns, [(root / n).read_bytes() for n in names])
-    conv = make_dataset_cli(tmp_path_factory.mktemp("ivl_conv"), records, root)
-    return {"vqa": (vqa, vqa_ref), "conversation": (conv, conv_ref)}
+    """VQA and LLaVA conversations (0..3 images, several turns), the JSONL outside the image
+    folder: ``make-dataset --media-root``."""
+    return vlm_datasets(tmp_path_factory, "ivl", SIZES, llava_roles=False, media_root_option=True)
 
 
 def alone(
@@ -312,7 +265,6 @@ def test_analyze_counts_the_familys_media_tokens(
 ) -> None:
     """``energon-pack analyze --task conversation --processor DIR`` on the family's processor
     directory (what ``save_pretrained`` writes): its tokens, and media tokens as packed."""
-    import json
 
     from click.testing import CliRunner
 

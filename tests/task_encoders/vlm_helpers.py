@@ -49,3 +49,72 @@ def assert_wrappers_whole(tokens: Any, start: int, end: int) -> None:
         depth += (t == start) - (t == end)
         assert depth >= 0, tokens.tolist()
     assert depth == 0, tokens.tolist()
+
+
+def vlm_datasets(
+    tmp: Any,
+    name: str,
+    sizes: list[tuple[int, int]],
+    *,
+    seed: int = 5,
+    records: int = 8,
+    system: bool = False,
+    llava_roles: bool = True,
+    media_root_option: bool = False,
+) -> dict[str, Any]:
+    """A VQA dataset (8 samples, one image each) and LLaVA conversations with 0..3 images in
+    several turns (the last image in a later turn; with ``system`` a system turn in every third)
+    written by ``energon-pack make-dataset --task conversation``: per key the messages and the
+    image bytes. ``llava_roles``: ``human``/``gpt`` in the file (else ``user``/``assistant``);
+    ``media_root_option``: the JSONL lies outside the image folder and ``--media-root`` names it
+    (else ``llava.json`` lies beside the images, the default media root)."""
+    import json
+    import random
+
+    from click.testing import CliRunner
+
+    from energon_pack_tools import make_vqa_dataset, sample_key, synthetic_texts
+    from energon_pack_tools.cli import main
+
+    rng = random.Random(seed)
+    texts = synthetic_texts(60, seed=8, min_words=1, max_words=5)
+    images = [png(*sizes[i % len(sizes)], seed=i) for i in range(8)]
+    answers = [[texts[i]] for i in range(8)]
+    vqa = make_vqa_dataset(
+        tmp.mktemp(f"{name}_vqa"), images, texts[10:18], answers, samples_per_shard=3
+    )
+    vqa_ref = {
+        sample_key(i): ([("user", f"<image>\n{texts[10 + i]}"), ("assistant", texts[i])], [b])
+        for i, b in enumerate(images)
+    }
+    root = tmp.mktemp(f"{name}_media")
+    roles = {"user": "human", "assistant": "gpt"} if llava_roles else {}
+    rows, conv_ref = [], {}
+    for i in range(records):
+        n = i % 4
+        names = [f"c{i}_{j}.png" for j in range(n)]
+        for j, file in enumerate(names):
+            (root / file).write_bytes(png(*rng.choice(sizes), seed=100 + 10 * i + j))
+        q, a, q2, a2 = texts[20 + 4 * i : 24 + 4 * i]
+        turns = [("user", "<image> " * (n - 1 if n > 1 else n) + q), ("assistant", a)]
+        if n > 1:  # the last image in a later turn
+            turns += [("user", f"<image> {q2}"), ("assistant", a2)]
+        if system and i % 3 == 1:  # before the first user turn
+            turns.insert(0, ("system", texts[50 + i % 10]))
+        row = {"id": i, "conversations": [{"from": roles.get(r, r), "value": t} for r, t in turns]}
+        if names:
+            row["image"] = names
+        rows.append(row)
+        conv_ref[sample_key(i)] = (turns, [(root / f).read_bytes() for f in names])
+    out = tmp.mktemp(f"{name}_conv") / "data"
+    if media_root_option:
+        llava = out.parent / "llava.jsonl"
+        llava.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        extra = ["--media-root", str(root), "--samples-per-shard", "3"]
+    else:
+        llava, extra = root / "llava.json", []
+        llava.write_text(json.dumps(rows))
+    args = ["make-dataset", str(out), str(llava), "--task", "conversation", *extra]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    return {"vqa": (vqa, vqa_ref), "conversation": (out, conv_ref)}

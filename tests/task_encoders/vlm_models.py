@@ -31,6 +31,30 @@ def _text(vocab_size: int, **extra: Any) -> dict[str, Any]:
     )
 
 
+def _vit(image_size: Any, patch_size: Any, width: int = 32, **extra: Any) -> dict[str, Any]:
+    """A 1-layer, 2-head vision tower config of ``width`` (MLP twice as wide)."""
+    return dict(
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=image_size,
+        patch_size=patch_size,
+        **extra,
+    )
+
+
+def _seeded(cls: Any, config: Any, attn_implementation: str | None = None) -> torch.nn.Module:
+    """``cls`` built from ``config`` with seed 0 in eval mode: sdpa throughout, or with
+    ``attn_implementation`` for the text model (vision sdpa; fp32 through ``_from_config``)."""
+    torch.manual_seed(0)
+    if attn_implementation is None:
+        config._attn_implementation = "sdpa"
+        return cls(config).eval()
+    impl = {"text_config": attn_implementation, "vision_config": "sdpa", "": attn_implementation}
+    return cls._from_config(config, attn_implementation=impl, dtype=torch.float32).eval()
+
+
 def tiny_vlm(family: str, vocab_size: int, ids: dict[str, int]) -> torch.nn.Module:
     """A seeded fp32 ``*ForConditionalGeneration`` of ``family``; ``ids``: image/video/vision
     start/end token ids."""
@@ -82,9 +106,7 @@ def tiny_vlm(family: str, vocab_size: int, ids: dict[str, int]) -> torch.nn.Modu
             **tokens,
         )
         cls = tf.Qwen3VLForConditionalGeneration
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    return cls(config).eval()
+    return _seeded(cls, config)
 
 
 #: InternVL test tiles: 56 pixels, ViT patch 14, pixel shuffle 0.5 -> 4 tokens a tile.
@@ -96,22 +118,13 @@ def tiny_internvl(vocab_size: int, image_token_id: int) -> torch.nn.Module:
     import transformers as tf
 
     config = tf.InternVLConfig(
-        vision_config=dict(
-            hidden_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=64,
-            image_size=[INTERNVL_TILE, INTERNVL_TILE],
-            patch_size=[14, 14],
-        ),
+        vision_config=_vit([INTERNVL_TILE, INTERNVL_TILE], [14, 14]),
         text_config=dict(model_type="qwen2", **_text(vocab_size)),
         image_token_id=image_token_id,
         image_seq_length=INTERNVL_TOKENS_PER_TILE,
         downsample_ratio=0.5,
     )
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    return tf.InternVLForConditionalGeneration(config).eval()
+    return _seeded(tf.InternVLForConditionalGeneration, config)
 
 
 def internvl_processor(tokenizer_dir: Any, max_tiles: int = 4) -> Any:
@@ -272,25 +285,13 @@ def tiny_gemma3(tokenizer: Any, attn_implementation: str = "sdpa") -> torch.nn.M
     )
     config = tf.Gemma3Config(
         text_config=text,
-        vision_config=dict(
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            image_size=GEMMA3_IMAGE,
-            patch_size=8,
-        ),
+        vision_config=_vit(GEMMA3_IMAGE, 8, width=16),
         mm_tokens_per_image=GEMMA3_TOKENS_PER_IMAGE,
         image_token_id=tokenizer.image_token_id,
         boi_token_id=tokenizer.boi_token_id,
         eoi_token_id=tokenizer.eoi_token_id,
     )
-    impl = {"text_config": attn_implementation, "vision_config": "sdpa", "": attn_implementation}
-    torch.manual_seed(0)
-    model = tf.Gemma3ForConditionalGeneration._from_config(
-        config, attn_implementation=impl, dtype=torch.float32
-    )
-    return model.eval()
+    return _seeded(tf.Gemma3ForConditionalGeneration, config, attn_implementation)
 
 
 #: PaliGemma test images: 16 pixels, SigLIP patch 8 -> 4 tokens an image (no pooling).
@@ -329,23 +330,11 @@ def tiny_paligemma(tokenizer: Any, attn_implementation: str = "sdpa") -> torch.n
             bos_token_id=tokenizer.bos_token_id,
             eos_token_id=tokenizer.eos_token_id,
         ),
-        vision_config=dict(
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            image_size=PALIGEMMA_IMAGE,
-            patch_size=8,
-        ),
+        vision_config=_vit(PALIGEMMA_IMAGE, 8, width=16),
         image_token_id=tokenizer.image_token_id,
         projection_dim=32,
     )
-    impl = {"text_config": attn_implementation, "vision_config": "sdpa", "": attn_implementation}
-    torch.manual_seed(0)
-    model = tf.PaliGemmaForConditionalGeneration._from_config(
-        config, attn_implementation=impl, dtype=torch.float32
-    )
-    return model.eval()
+    return _seeded(tf.PaliGemmaForConditionalGeneration, config, attn_implementation)
 
 
 #: Idefics3 test tiles: 28 pixels, ViT patch 7, scale factor 2 -> 4 tokens a tile; images are
@@ -363,22 +352,13 @@ def tiny_idefics3(vocab_size: int, image_token_id: int, smolvlm: bool = False) -
     import transformers as tf
 
     config = (tf.SmolVLMConfig if smolvlm else tf.Idefics3Config)(
-        vision_config=dict(
-            hidden_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=64,
-            image_size=IDEFICS3_TILE,
-            patch_size=7,
-        ),
+        vision_config=_vit(IDEFICS3_TILE, 7),
         text_config=dict(model_type="llama", **_text(vocab_size)),
         image_token_id=image_token_id,
         scale_factor=2,
     )
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(0)
     cls = tf.SmolVLMForConditionalGeneration if smolvlm else tf.Idefics3ForConditionalGeneration
-    return cls(config).eval()
+    return _seeded(cls, config)
 
 
 def idefics3_processor(tokenizer_dir: Any, smolvlm: bool = False) -> Any:
@@ -466,14 +446,7 @@ def tiny_llava(vocab_size: int, image_token_id: int, onevision: bool = False) ->
     ``LlavaOnevisionForConditionalGeneration`` (1-layer SigLIP, Qwen2 text)."""
     import transformers as tf
 
-    vision = dict(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        image_size=LLAVA_SIDE,
-        patch_size=14,
-    )
+    vision = _vit(LLAVA_SIDE, 14)
     common = dict(
         image_token_id=image_token_id,
         image_grid_pinpoints=LLAVA_PINPOINTS,
@@ -496,6 +469,4 @@ def tiny_llava(vocab_size: int, image_token_id: int, onevision: bool = False) ->
             **common,
         )
         cls = tf.LlavaNextForConditionalGeneration
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    return cls(config).eval()
+    return _seeded(cls, config)

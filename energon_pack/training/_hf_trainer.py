@@ -74,7 +74,13 @@ class PackedTrainer(Trainer):
         attn_implementation: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(*args, **kwargs)
+        if kwargs.get("eval_dataset") is not None:
+            raise ValueError(
+                "PackedTrainer evaluates packed batches, not a dataset: pass "
+                "eval_loader=make_eval_loader(path, encoder) instead of eval_dataset=..."
+            )
+        # as eval_dataset too: Trainer checks that one is there when eval_strategy is set
+        super().__init__(*args, eval_dataset=eval_loader, **kwargs)
         if not self.model_accepts_loss_kwargs and self.compute_loss_func is None:
             raise ValueError(
                 f"{type(self.model).__name__}.forward takes no num_items_in_batch, so each "

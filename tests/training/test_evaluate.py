@@ -94,29 +94,46 @@ def test_evaluate_sees_every_document_once_and_gives_the_unpacked_token_mean_los
     assert abs(sum(means) / len(means) - reference["loss"]) > 1e-3
 
 
-def test_packed_trainer_evaluate_logs_the_same_metrics_on_each_call(
+def test_packed_trainer_evaluates_on_call_and_during_training(
     val_dataset: Path,
+    text_dataset: Any,
     encoder: LLMPackingTaskEncoder,
     model: Any,
     reference: dict[str, Any],
     tmp_path: Path,
 ) -> None:
+    """``evaluate()`` gives the reference; ``eval_strategy="steps"`` evaluates again (the loader
+    read whole a second time) after a step with learning rate 0 (the same weights)."""
     pytest.importorskip("accelerate")
     from transformers import TrainingArguments
 
-    from energon_pack.training import PackedTrainer
+    from energon_pack.training import PackedTrainer, make_loader
 
-    loader = make_eval_loader(val_dataset, encoder, packing_buffer_size=8, batch_size=BATCH_SIZE)
     args = TrainingArguments(
-        output_dir=str(tmp_path), max_steps=1, report_to=[], use_cpu=True, disable_tqdm=True
+        output_dir=str(tmp_path),
+        max_steps=1,
+        eval_strategy="steps",
+        eval_steps=1,
+        learning_rate=0.0,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
     )
-    trainer = PackedTrainer(model=model, args=args, loader=[], eval_loader=loader)
-    first, second = trainer.evaluate(), trainer.evaluate(metric_key_prefix="val")
-    assert first["eval_loss"] == pytest.approx(reference["loss"], abs=1e-5)
-    assert first["eval_documents"] == second["val_documents"] == len(reference["keys"])
-    assert first["eval_target_tokens"] == second["val_target_tokens"] == reference["targets"]
-    assert first["eval_loss"] == second["val_loss"]
-    assert trainer.state.log_history[-1]["val_loss"] == second["val_loss"]
+    trainer = PackedTrainer(
+        model=model,
+        args=args,
+        loader=make_loader(text_dataset.path, encoder, batch_size=BATCH_SIZE, repeat=True),
+        eval_loader=make_eval_loader(val_dataset, encoder, batch_size=BATCH_SIZE),
+    )
+    first = trainer.evaluate(metric_key_prefix="val")
+    assert first["val_loss"] == pytest.approx(reference["loss"], abs=1e-5)
+    assert first["val_documents"] == len(reference["keys"])
+    assert first["val_target_tokens"] == reference["targets"]
+    trainer.train()
+    during = [log for log in trainer.state.log_history if "eval_loss" in log]
+    assert len(during) == 1 and during[0]["step"] == 1
+    assert during[0]["eval_loss"] == pytest.approx(first["val_loss"], abs=1e-6)
+    assert during[0]["eval_documents"] == first["val_documents"]
 
 
 def test_packed_trainer_evaluate_without_an_eval_loader_says_what_to_pass(
@@ -130,3 +147,5 @@ def test_packed_trainer_evaluate_without_an_eval_loader_says_what_to_pass(
     args = TrainingArguments(output_dir=str(tmp_path), max_steps=1, report_to=[], use_cpu=True)
     with pytest.raises(ValueError, match=r"PackedTrainer\(eval_loader=make_eval_loader"):
         PackedTrainer(model=model, args=args, loader=[]).evaluate()
+    with pytest.raises(ValueError, match=r"eval_loader=make_eval_loader.*instead of eval_dataset"):
+        PackedTrainer(model=model, args=args, loader=[], eval_dataset=[1])

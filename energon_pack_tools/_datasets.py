@@ -113,12 +113,14 @@ def prepare_dataset(path: Path, *args: str) -> Path:
     return path
 
 
-def _prepare_webdataset(path: Path, sample_type: str, field_map: dict[str, str]) -> Path:
+def _prepare_webdataset(
+    path: Path, sample_type: str, field_map: dict[str, str], split_ratio: str = "1,0,0"
+) -> Path:
     return prepare_dataset(
         path,
         "--non-interactive",
         "--split-ratio",
-        "1,0,0",
+        split_ratio,
         "--sample-type",
         sample_type,
         "--field-map",
@@ -126,8 +128,12 @@ def _prepare_webdataset(path: Path, sample_type: str, field_map: dict[str, str])
     )
 
 
-def make_text_dataset(path: Path, texts: Iterable[str], *, samples_per_shard: int = 16) -> Path:
+def make_text_dataset(
+    path: Path, texts: Iterable[str], *, samples_per_shard: int = 16, split_ratio: str = "1,0,0"
+) -> Path:
     """A ``TextSample`` dataset (``txt`` files) at ``path``, sample ``i`` has key ``"{i:06d}"``.
+
+    ``split_ratio`` is energon's train,val,test (``"0,1,0"``: every shard in the val split).
 
     ``texts`` may be a list or a generator: it is consumed once, shard by shard, and never held
     in memory as a whole (``energon-pack make-dataset`` streams a JSONL of any size this way).
@@ -137,7 +143,7 @@ def make_text_dataset(path: Path, texts: Iterable[str], *, samples_per_shard: in
     """
     path = Path(path)
     _write_shards(path, ({"txt": t.encode()} for t in texts), samples_per_shard)
-    return _prepare_webdataset(path, "TextSample", {"text": "txt"})
+    return _prepare_webdataset(path, "TextSample", {"text": "txt"}, split_ratio)
 
 
 def make_captioning_dataset(

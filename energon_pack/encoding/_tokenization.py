@@ -4,13 +4,13 @@
 A document is ``[BOS] + tokenizer(text) + [EOD]``; EOD is a target, BOS is not. With BOS=2,
 EOS=3 and ``"the cat" -> [6, 5]``: ``DocumentTokenizer(tok).encode("the cat") -> [2, 6, 5, 3]``;
 ``document([9], [6, 5])`` -> tokens ``[2, 9, 6, 5, 3]``, loss mask ``F F T T T``. A tokenizer
-is a transformers tokenizer or a local directory (``local_files_only=True``).
+is a transformers tokenizer, a local directory (``local_files_only=True``) or a Hub id (loaded
+as transformers would, under the user's own ``HF_HUB_OFFLINE``; the environment is not changed).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +36,8 @@ TOKENIZER_FILES: tuple[str, ...] = (
 
 
 def load_tokenizer(tokenizer: Any) -> Any:
-    """Return ``tokenizer`` itself, or load it from a local directory path (offline).
+    """Return ``tokenizer`` itself, or load it from a local directory path (offline), or from a
+    Hub id (``org/name``: ``AutoTokenizer.from_pretrained``, the user's hub settings).
 
     A directory without any of :data:`TOKENIZER_FILES` is refused with a message naming it
     (transformers would say "install sentencepiece or tiktoken", naming no path).
@@ -46,10 +47,7 @@ def load_tokenizer(tokenizer: Any) -> Any:
 
         path = Path(tokenizer)
         if not path.is_dir():
-            raise ValueError(
-                f"tokenizer path {str(path)!r} is not a local directory: pass a transformers "
-                "tokenizer object, or save one with tokenizer.save_pretrained(dir) first."
-            )
+            return _load_hub_tokenizer(str(tokenizer))
         if not any((path / name).is_file() for name in TOKENIZER_FILES):
             found = sorted(p.name for p in path.iterdir())[:5]
             raise ValueError(
@@ -57,7 +55,6 @@ def load_tokenizer(tokenizer: Any) -> Any:
                 f"(what tokenizer.save_pretrained(dir) writes), found "
                 f"{', '.join(found) if found else 'an empty directory'}."
             )
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         except (OSError, ValueError, KeyError) as exc:
@@ -67,6 +64,31 @@ def load_tokenizer(tokenizer: Any) -> Any:
             f"tokenizer {tokenizer!r} has no encode(); pass a transformers tokenizer or a path."
         )
     return tokenizer
+
+
+def _load_hub_tokenizer(name: str) -> Any:
+    """A Hugging Face Hub id (``org/name``) through ``AutoTokenizer.from_pretrained``, which
+    follows the user's own settings (``HF_HUB_OFFLINE``, the cache); anything else is refused."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+    from transformers import AutoTokenizer
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise ValueError(
+            f"tokenizer path {name!r} is not a local directory nor a Hub id (org/name): pass "
+            "a transformers tokenizer object, a Hub id, or a directory written by "
+            "tokenizer.save_pretrained(dir)."
+        ) from None
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ValueError(
+            f"tokenizer {name!r} is not a local directory and cannot be loaded as a Hub id "
+            f"({type(exc).__name__}: {exc}); download it once (online, or into the cache "
+            "HF_HUB_OFFLINE reads), or pass a local directory or a tokenizer object."
+        ) from exc
 
 
 def masked_document(

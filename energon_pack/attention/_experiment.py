@@ -57,6 +57,9 @@ _LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers")
 #: Layers a copy keeps at most (deeper models: the shortest prefix holding every layer type).
 _MAX_LAYERS = 96
 _UNSET = object()
+#: Config floats that make train mode random (dropout, ``*_pdrop``, LayerDrop, router jitter):
+#: zero in the copy, so train mode compares like eval mode (nn.Dropout modules get p=0 too).
+_RANDOM = ("drop", "jitter")
 
 
 class ForwardFailed(Exception):
@@ -128,8 +131,8 @@ def tiny_config(config: Any, pack_size: int | None = None, *, all_layers: bool =
         params["mrope_section"] = [half // 4, (half - half // 4) // 2]
         params["mrope_section"].append(half - sum(params["mrope_section"]))
     _shrink_rope(params, old_head, _head_dim(data))
-    for name, value in data.items():  # train mode is compared too: no random masks
-        if "dropout" in name and isinstance(value, float):
+    for name, value in data.items():  # train mode is compared too: nothing random
+        if any(w in name for w in _RANDOM) and isinstance(value, float):
             data[name] = 0.0
     return type(config).from_dict(data)
 
@@ -215,8 +218,12 @@ def experiment(
             report = config_report(tiny, impl, _row_length(rows))
             worst = (0.0, 0.0, "eval")
             for mode in ("eval", "train"):
+                model.train(mode == "train")
+                for module in model.modules():
+                    if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+                        module.p = 0.0
                 try:
-                    logits, loss = _packed_vs_alone(model.train(mode == "train"), report, rows)
+                    logits, loss = _packed_vs_alone(model, report, rows)
                 except Exception as err:  # noqa: BLE001 - a verdict: refused, named where known
                     raise ForwardFailed(mode) from err
                 if (logits, loss) > worst[:2] or not (logits == logits and loss == loss):

@@ -6,6 +6,7 @@ copied dataset) restores and continues as the uninterrupted run."""
 
 from __future__ import annotations
 
+import copy
 import shutil
 from pathlib import Path
 from typing import Any
@@ -75,9 +76,9 @@ def test_a_copied_tokenizer_and_dataset_resume_as_the_uninterrupted_run(
 ) -> None:
     reference = list(_loader(tokenizer_dir, dataset))
     state = _saved(tokenizer_dir, dataset, items=3)
-    copy = shutil.copytree(dataset, tmp_path / "moved")  # another path, the same shards
-    resumed = _loader(_tokenizer_copy(tokenizer_dir, tmp_path / "tok"), copy)
-    resumed.restore_state_rank(state)
+    moved = shutil.copytree(dataset, tmp_path / "moved")  # another path, the same shards
+    resumed = _loader(_tokenizer_copy(tokenizer_dir, tmp_path / "tok"), moved)
+    resumed.restore_state_rank(copy.deepcopy(state))  # a restore consumes parts of the state
     rest = list(resumed)
     assert len(rest) == len(reference) - 3 > 0
     for i, (a, b) in enumerate(zip(reference[3:], rest)):  # only the path in __sources__ moved

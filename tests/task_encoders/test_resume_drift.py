@@ -159,3 +159,45 @@ def test_a_changed_num_workers_is_refused_before_energon_asserts(
     state2 = _saved(tokenizer_dir, dataset, num_workers=2)
     message = _refused(_loader(tokenizer_dir, dataset), state2, "num_workers: 2 -> 0")
     assert "cannot be accepted" in message
+
+
+def test_a_changed_world_size_is_refused(tokenizer_dir: Path, dataset: Path) -> None:
+    """Each rank's state is its share of a world: restored into another world size, refused."""
+    from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
+
+    def ranked(world_size: int) -> Any:
+        worker_config = WorkerConfig(rank=0, world_size=world_size, num_workers=0)
+        return get_savable_loader(
+            get_train_dataset(
+                str(dataset),
+                worker_config=worker_config,
+                batch_size=None,
+                shuffle_buffer_size=None,
+                max_samples_per_sequence=None,
+                packing_buffer_size=8,
+                task_encoder=LLMPackingTaskEncoder(tokenizer_dir, pack_size=PACK),
+                repeat=False,
+            )
+        )
+
+    loader = ranked(1)
+    next(iter(loader))
+    _refused(ranked(2), loader.save_state_rank(), "world_size: 1 -> 2")
+
+
+def test_a_state_saved_before_the_new_entries_is_compared_on_what_it_holds() -> None:
+    """States saved by an earlier energon-pack lack ``fingerprint_format`` and the new entries:
+    those they hold are still compared, the ones they lack are not (no false refusal)."""
+    from energon_pack.energon._restore_check import FINGERPRINT_FORMAT, changes
+
+    now = {
+        "fingerprint_format": FINGERPRINT_FORMAT,
+        "packing.pack_size": "64",
+        "dataset.shards": "x",
+    }
+    old = {"packing.pack_size": "64"}
+    assert changes(old, now, frozenset()) == []
+    assert changes({"packing.pack_size": "48"}, now, frozenset()) == ["packing.pack_size: 48 -> 64"]
+    new = {"fingerprint_format": FINGERPRINT_FORMAT, "packing.pack_size": "64"}
+    assert changes(new, now, frozenset()) == ["dataset.shards: (absent) -> x"]
+    assert changes(new, now, frozenset({"dataset"})) == []

@@ -101,7 +101,7 @@ def _run(path: Path, tokenizer_dir: Any, image_processor: Any, num_workers: int)
         tokenizer_dir, image_processor, pack_size=48, light_media=True
     )
     assert encoder.light_media
-    packs = list(make_loader(path, encoder, packing_buffer_size=4, num_workers=num_workers))
+    packs = list(make_loader(path, encoder, packing_buffer_size=8, num_workers=num_workers))
     counts = PackingCounts.total(p.counts for p in packs)
     keys = sorted(k for p in packs for k in p.__key__.split(","))
     skipped = dict(encoder.stats.skipped_samples) if num_workers == 0 else {}

@@ -41,8 +41,9 @@ NOISE_FACTOR = 4.0
 #: ... and never more than CAP_FACTOR x the floor: noise that large is not rounding (dropout
 #: left on, BatchNorm, expert capacity: the model mixes a batch's documents even unpacked).
 CAP_FACTOR = 100.0
-#: Model kwargs of a batch with media: the check covers text batches.
-_MEDIA = ("pixel_values", "pixel_values_videos", "image_grid_thw", "video_grid_thw")
+#: Batch fields the check refuses (it covers text batches).
+_MEDIA = ("pixel_values", "pixel_values_videos")
+_NOT_TEXT = ("mrope_position_ids", "token_type_ids")
 _MODEL = object()
 
 
@@ -137,14 +138,16 @@ def _targets_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, in
     return float(loss), int(mask.sum())
 
 
-def _refuse_media(batch: Any, kwargs: dict[str, Any]) -> None:
-    media = [k for k in _MEDIA if kwargs.get(k) is not None]
-    if media or kwargs["position_ids"].dim() == 3 or batch.token_type_ids is not None:
-        what = ", ".join(media) or "mRoPE position ids / token_type_ids"
+def _refuse_media(batch: Any) -> None:
+    """ValueError for a batch with images, videos, mRoPE ids or token types: its documents
+    alone would need their own media and positions, which this check does not cut out."""
+    what = [k for k in _MEDIA if getattr(batch, k, None) is not None and getattr(batch, k).numel()]
+    what += [k for k in _NOT_TEXT if getattr(batch, k, None) is not None]
+    if what:
         raise ValueError(
-            f"check_first_batch covers text batches; this {type(batch).__name__} passes {what}. "
-            "Check the language model on a text batch of the same pack size, and the VLM with "
-            "check_model(model, impl, pack_size=...)"
+            f"check_first_batch covers text batches; this {type(batch).__name__} has "
+            f"{', '.join(what)}. Check the language model on a text batch of the same pack "
+            "size, and the VLM with check_model(model, impl, pack_size=...)"
         )
 
 
@@ -252,9 +255,9 @@ def check_first_batch(
     model_config = _model_config(model)
     impl = attn_implementation or getattr(model_config, "_attn_implementation", None) or "sdpa"
     param = next(p for p in model.parameters() if p.is_floating_point())
+    _refuse_media(batch)
     batch = batch.to(param.device)
     kwargs = batch.hf_kwargs(impl, config=model if config is _MODEL else config)
-    _refuse_media(batch, kwargs)
     docs = _choose(batch, max_documents)
     pad_id = getattr(model_config, "pad_token_id", None)
     with _as_check(model):

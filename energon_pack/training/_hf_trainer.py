@@ -20,11 +20,16 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.utils import logging
+
+from energon_pack.attention import check_first_batch as _check_first_batch
 
 __all__ = ["LOADER_STATE_FILE", "PackedTrainer"]
 
 #: The loader state of process ``rank`` inside a checkpoint folder.
 LOADER_STATE_FILE = "energon_loader_state_rank{rank}.pt"
+
+logger = logging.get_logger(__name__)
 
 
 class _Unsized:
@@ -58,11 +63,20 @@ class PackedTrainer(Trainer):
         loader: ``get_savable_loader(...)`` over a packing task encoder (built fresh: a resume
             restores its state before the first batch).
         attn_implementation: the ``hf_kwargs`` flavour; default the model's own.
+        check_first_batch: before the first step, run the first batch through the model in
+            train mode and compare each document with it alone
+            (:func:`~energon_pack.attention.check_first_batch`; raises
+            ``PackingNotExactError`` if packing changes the model's result).
         *args, **kwargs: as for ``Trainer`` (``train_dataset`` stays None).
     """
 
     def __init__(
-        self, *args: Any, loader: Any, attn_implementation: str | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        loader: Any,
+        attn_implementation: str | None = None,
+        check_first_batch: bool = True,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         if not self.model_accepts_loss_kwargs and self.compute_loss_func is None:
@@ -75,6 +89,7 @@ class PackedTrainer(Trainer):
         self.attn_implementation = attn_implementation or self.model.config._attn_implementation
         self.args.ignore_data_skip = True
         self.add_callback(_SaveLoaderState(loader))
+        self._first_batch_unchecked = check_first_batch
 
     def get_train_dataloader(self) -> Any:
         return _Unsized(self.loader)
@@ -84,6 +99,9 @@ class PackedTrainer(Trainer):
     ) -> tuple[list[dict[str, Any]], torch.Tensor]:
         """The step's micro-batches as model kwargs, and their target count."""
         batches = list(itertools.islice(epoch_iterator, num_batches))
+        if self._first_batch_unchecked and batches:
+            self._first_batch_unchecked = False
+            self.check_first_batch(batches[0])
         num_items = torch.tensor(sum(b.num_target_tokens for b in batches), device=device)
         if self.args.average_tokens_across_devices and self.args.world_size > 1:
             num_items = self.accelerator.gather(num_items).sum()
@@ -93,6 +111,20 @@ class PackedTrainer(Trainer):
         """``batch`` on ``args.device`` as kwargs of the model (``batch.hf_kwargs``)."""
         batch = batch.to(self.args.device, non_blocking=True)
         return batch.hf_kwargs(self.attn_implementation, config=self.model.config)
+
+    def check_first_batch(self, batch: Any) -> Any:
+        """:func:`~energon_pack.attention.check_first_batch` on ``batch`` with the model in
+        train mode, as ``model_inputs`` passes it; logs and returns the report."""
+        model, was_training = self.model_wrapped, self.model.training
+        model.train()
+        try:
+            report = _check_first_batch(
+                model, batch, self.attn_implementation, config=self.model.config
+            )
+        finally:
+            model.train(was_training)
+        logger.info(f"first-batch packing check passed: {report}")
+        return report
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
         """``Trainer.train``; a resume first restores the loader from the checkpoint."""

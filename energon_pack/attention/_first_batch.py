@@ -11,7 +11,7 @@ does not show. :func:`check_first_batch` runs the call training makes, once, at 
     for batch in loader:
         loss = model(**batch.hf_kwargs("sdpa", config=model)).loss
 
-Trace on rows ``[a a a b b p]`` and ``[c c c c p p]`` (``max_documents=2``): the documents at
+Trace on rows ``[a a a b b p]`` and ``[c c c c p p]`` (``max_tokens=8``): the documents at
 the latest offsets come first (``b``, then ``c``); the packed run's logits at ``b``'s two
 positions are compared with ``model(input_ids=[b b])``, ``c``'s four with ``model([c c c c])``;
 ``b`` and ``c`` right-padded to ``[[b b p p], [c c c c]]`` with a 2-D padding mask give the
@@ -72,9 +72,10 @@ class _Doc(NamedTuple):
     length: int
 
 
-def _choose(batch: Any, max_documents: int) -> list[_Doc]:
+def _choose(batch: Any, max_documents: int, max_tokens: int | None) -> list[_Doc]:
     """Documents at the latest offsets first, round-robin over rows, while the padded batch
-    (``documents x longest``) stays within one row's tokens (at least one document)."""
+    (``documents x longest``) stays within ``max_tokens`` (default a quarter of the batch's
+    tokens), at least one document."""
     meta = batch.metadata
     rows = []
     for r, (lengths, padded) in enumerate(zip(meta.doc_lengths, meta.doc_lengths_padded)):
@@ -83,7 +84,8 @@ def _choose(batch: Any, max_documents: int) -> list[_Doc]:
         rows.append(docs[::-1])
     order = [d for depth in range(max(map(len, rows))) for row in rows if depth < len(row)
              for d in [row[depth]]]  # fmt: skip
-    budget, chosen = batch.tokens.shape[1], []
+    budget = batch.tokens.numel() // 4 if max_tokens is None else max_tokens
+    chosen: list[_Doc] = []
     for doc in order:
         longest = max([doc.length, *(d.length for d in chosen)])
         if chosen and (len(chosen) + 1) * longest > budget:
@@ -213,6 +215,7 @@ def check_first_batch(
     attn_implementation: str | None = None,
     *,
     max_documents: int = 8,
+    max_tokens: int | None = None,
     tolerance: float | None = None,
     config: Any = _MODEL,
 ) -> FirstBatchReport:
@@ -221,7 +224,8 @@ def check_first_batch(
     The packed call is ``model(**batch.hf_kwargs(impl, config=config))`` in the model's own
     dtype, device and mode (train mode included: dropout is set to 0 for the check and restored,
     as are buffers and the RNG), under ``torch.no_grad``. Up to ``max_documents`` documents, at
-    the latest offsets of their rows first and as many as one row's tokens allow, are run alone
+    the latest offsets of their rows first and while their padded batch (documents x longest)
+    fits ``max_tokens`` (default: a quarter of the batch's ``B x L`` tokens), are run alone
     (``model(input_ids=doc)``, the model's own positions); each one's logits (base models: last
     hidden state) must match the packed run's, and the model's packed loss the token-weighted
     cross-entropy with those documents' logits taken from their runs alone.
@@ -239,6 +243,8 @@ def check_first_batch(
         attn_implementation: as passed to ``hf_kwargs``; default the model's loaded one.
         max_documents: most documents run alone (bounds the cost; see the benchmark
             ``tests/benchmarks/first_batch_check.py``).
+        max_tokens: most tokens of the padded batch (documents x longest); the check then
+            costs about 1.5 forward passes of the batch, under one training step.
         tolerance: a fixed bound instead of the rule above.
         config: what training passes as ``hf_kwargs(config=...)``; default the model.
 
@@ -258,7 +264,7 @@ def check_first_batch(
     _refuse_media(batch)
     batch = batch.to(param.device)
     kwargs = batch.hf_kwargs(impl, config=model if config is _MODEL else config)
-    docs = _choose(batch, max_documents)
+    docs = _choose(batch, max_documents, max_tokens)
     pad_id = getattr(model_config, "pad_token_id", None)
     with _as_check(model):
         packed = model(**kwargs)

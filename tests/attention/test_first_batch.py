@@ -67,14 +67,19 @@ def batch() -> Any:
 def test_an_exact_model_passes_with_every_document_compared(batch: Any) -> None:
     report = check_first_batch(_model(), batch, "sdpa")
     assert isinstance(report, FirstBatchReport)
-    # latest offsets first; r0d0 would make the padded batch 3 x 20 > one row's 34 tokens
-    assert report.documents == ("r0d1", "r1d1")
+    # latest offsets first; r1d1 would make the padded batch 2 x 12 > 68 / 4 tokens
+    assert report.documents == ("r0d1",)
     assert 1e-5 <= report.tolerance <= 1e-3  # float32 floor x max(1, largest |logit|)
     assert report.max_difference <= report.tolerance
     assert report.loss_difference is not None and report.loss_difference <= 2 * report.tolerance
     assert 0.0 <= report.noise < report.tolerance and report.seconds > 0
-    # one document: the latest offset of the first row
-    assert check_first_batch(_model(), batch, max_documents=1).documents == ("r0d1",)
+    # a larger budget: every document, the latest offsets of each row first
+    report = check_first_batch(_model(), batch, max_tokens=80)
+    assert report.documents == ("r0d1", "r1d1", "r0d0", "r1d0")
+    assert check_first_batch(_model(), batch, max_tokens=80, max_documents=2).documents == (
+        "r0d1",
+        "r1d1",
+    )
 
 
 def test_a_base_model_is_compared_on_its_hidden_states(batch: Any) -> None:

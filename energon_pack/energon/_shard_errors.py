@@ -47,7 +47,7 @@ def damaged_shard_message(shard: str, dataset: str, problem: str, where: str = "
 
 def _duplicate_members(sample: Any) -> list[str]:
     """Member names read twice for one sample (``file_names`` of its source info)."""
-    sources = getattr(sample, "__sources__", None) or ()
+    sources = (sample.get("__sources__") if isinstance(sample, dict) else None) or ()
     names = [n for source in sources for n in getattr(source, "file_names", ())]
     return sorted(name for name, n in Counter(names).items() if n > 1)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,18 +188,67 @@ def _check_tags(record: dict[str, Any], where: str, images: int, videos: int) ->
         )
 
 
-def _read(file: Path, where: str) -> bytes:
-    """The bytes of a media file; an unreadable one is an input error naming the record."""
+#: What ``stat`` calls a file that is not a regular one (never opened: a FIFO would block).
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def _read(file: Path, where: str, what: str = "file") -> bytes:
+    """The bytes of a regular media file. A FIFO, a device (``/dev/zero``), a socket is refused
+    by name from its ``stat``, without opening it; an unreadable file names the record."""
+    try:
+        mode = os.stat(file).st_mode
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot read {what} {file}: {exc.strerror or exc}.") from exc
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+        raise ValueError(
+            f"{where}: {what} {file} is {kind}, not a regular file; media are read from "
+            "regular files only: replace it with the image file, or remove the record."
+        )
     try:
         return file.read_bytes()
     except OSError as exc:
-        raise ValueError(f"{where}: cannot read {file}: {exc.strerror or exc}.") from exc
+        raise ValueError(f"{where}: cannot read {what} {file}: {exc.strerror or exc}.") from exc
+
+
+def _check_name(name: str, kind: str, where: str) -> None:
+    """A media name energon can store: UTF-8 text without control characters (a newline)."""
+    from energon_pack_tools._datasets import member_name_problem
+
+    problem = member_name_problem(name)
+    if problem is not None:
+        raise ValueError(f"{where}: {kind} {name!r} is {problem}.")
+
+
+def _inside_root(path: Path, root: Path, kind: str, where: str, allow_outside: bool) -> Path:
+    """``path`` when its resolved target (``os.path.realpath``: every symlink followed, of the
+    file and of the folders above it) lies under the resolved ``root``; refused otherwise unless
+    ``allow_outside`` (``--allow-absolute-media``)."""
+    if allow_outside:
+        return path
+    real, real_root = os.path.realpath(path), os.path.realpath(root)
+    if os.path.commonpath([real, real_root]) != real_root:
+        raise ValueError(
+            f"{where}: {kind} {path} resolves to {real} (through a symlink), outside the media "
+            f"root ({root}); only files under it are read (a downloaded record must not copy "
+            "other local files into the dataset): copy the file under the root, or pass "
+            "--allow-absolute-media (allow_absolute_media=True) if you trust this link."
+        )
+    return path
 
 
 def _media_path(root: Path, name: str, kind: str, where: str, allow_absolute: bool) -> Path:
     """``root / name`` normalised as written (``a/../b.png`` -> ``root/b.png``); refused when it
-    leaves ``root`` (``../x.png``) or is absolute without ``allow_absolute``. The check is on the
-    name, not the resolved target: symlinks a user made inside ``root`` stay allowed."""
+    leaves ``root`` (``../x.png``), is absolute, or resolves outside ``root`` through a symlink
+    (of the file or a folder above it), unless ``allow_absolute``. Symlinks whose target stays
+    inside ``root`` are fine."""
+    _check_name(name, kind, where)
     norm = os.path.normpath(name)
     if os.path.isabs(norm):
         if allow_absolute:
@@ -214,7 +264,7 @@ def _media_path(root: Path, name: str, kind: str, where: str, allow_absolute: bo
             "read (a downloaded record must not copy other local files into the dataset): fix "
             "the path, or choose the folder it is relative to (--media-root / media_root=)."
         )
-    return root / norm
+    return _inside_root(root / norm, root, kind, where, allow_absolute)
 
 
 def _checked_image(file: Path, where: str, what: str) -> bytes:
@@ -222,7 +272,7 @@ def _checked_image(file: Path, where: str, what: str) -> bytes:
     truncated or corrupt image is refused here, before anything is written)."""
     from PIL import Image
 
-    data = _read(file, where)
+    data = _read(file, where, what)
     try:
         with Image.open(io.BytesIO(data)) as im:
             im.load()
@@ -245,7 +295,7 @@ def _media_files(
     files: dict[str, bytes] = {}
     for n, name in enumerate(names[0]):
         file = _media_path(root, name, "image", where, allow_absolute)
-        if not file.is_file():
+        if not file.exists():
             raise ValueError(
                 f"{where}: image {name!r} not found (no file {file}); fix the path in the "
                 "record, or choose the folder it is relative to (--media-root / media_root=)."
@@ -262,7 +312,9 @@ def _media_files(
                 "folder in the record and give its frame rate as 'fps'."
             )
         for m, frame in enumerate(frames):
-            data = _checked_image(frame, where, f"frame of video {name!r}")
+            what = f"frame of video {name!r}"
+            _inside_root(frame, root, what, where, allow_absolute)
+            data = _checked_image(frame, where, what)
             files[f"vid{n}.f{m:04d}{frame.suffix.lower()}"] = data
         counts.frames += len(frames)
     counts.images += len(names[0])
@@ -303,7 +355,9 @@ def make_conversation_dataset(
 
     ``record["image"]`` (a name or a list) and ``record["video"]`` (frame directories) are
     resolved under ``media_root``: a path that leaves it (``../x.png``) is refused, and an
-    absolute one unless ``allow_absolute_media``; every image and frame must decode. Load it
+    absolute one or one whose symlink target (file, folder or frame) leaves it unless
+    ``allow_absolute_media``; a FIFO, device or other special file is refused without being
+    opened; every image and frame must decode. Load it
     with ``ConversationPackingTaskEncoder`` (its cooker). Text-only records (no image, no video) are fine: they become text-only conversations.
     ``records`` may be ``(where, record)`` pairs from :func:`iter_llava_records` (errors then
     name the file and line); pass ``counts`` to learn what was written. Records stream to the

@@ -230,8 +230,9 @@ TASKS = ("text", "sft", "conversation")
 @click.option(
     "--allow-absolute-media",
     is_flag=True,
-    help="--task conversation: also read absolute image/video paths (by default only paths "
-    "under --media-root are read; one leaving it is always refused).",
+    help="--task conversation: also read absolute image/video paths and symlinks whose target "
+    "leaves --media-root (by default a path is judged by its resolved target and only files "
+    "under --media-root are read; a '../' path is always refused).",
 )
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=1000, show_default=True)
 def command(

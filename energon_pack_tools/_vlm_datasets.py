@@ -10,10 +10,7 @@ reads them, and every error names the record and the fix. See docs/howto/convers
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +19,7 @@ from typing import Any
 from energon_pack.task_encoders import ConversationPackingTaskEncoder as Encoder
 from energon_pack.task_encoders import normalize_conversation
 from energon_pack_tools._datasets import _prepare_webdataset, _write_shards, prepare_dataset
+from energon_pack_tools._media_files import checked_image, inside_root, media_path
 
 __all__ = [
     "ConversationCounts",
@@ -188,102 +186,6 @@ def _check_tags(record: dict[str, Any], where: str, images: int, videos: int) ->
         )
 
 
-#: What ``stat`` calls a file that is not a regular one (never opened: a FIFO would block).
-_SPECIAL = (
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISDIR, "a directory"),
-)
-
-
-def _read(file: Path, where: str, what: str = "file") -> bytes:
-    """The bytes of a regular media file. A FIFO, a device (``/dev/zero``), a socket is refused
-    by name from its ``stat``, without opening it; an unreadable file names the record."""
-    try:
-        mode = os.stat(file).st_mode
-    except OSError as exc:
-        raise ValueError(f"{where}: cannot read {what} {file}: {exc.strerror or exc}.") from exc
-    if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
-        raise ValueError(
-            f"{where}: {what} {file} is {kind}, not a regular file; media are read from "
-            "regular files only: replace it with the image file, or remove the record."
-        )
-    try:
-        return file.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"{where}: cannot read {what} {file}: {exc.strerror or exc}.") from exc
-
-
-def _check_name(name: str, kind: str, where: str) -> None:
-    """A media name energon can store: UTF-8 text without control characters (a newline)."""
-    from energon_pack_tools._datasets import member_name_problem
-
-    problem = member_name_problem(name)
-    if problem is not None:
-        raise ValueError(f"{where}: {kind} {name!r} is {problem}.")
-
-
-def _inside_root(path: Path, root: Path, kind: str, where: str, allow_outside: bool) -> Path:
-    """``path`` when its resolved target (``os.path.realpath``: every symlink followed, of the
-    file and of the folders above it) lies under the resolved ``root``; refused otherwise unless
-    ``allow_outside`` (``--allow-absolute-media``)."""
-    if allow_outside:
-        return path
-    real, real_root = os.path.realpath(path), os.path.realpath(root)
-    if os.path.commonpath([real, real_root]) != real_root:
-        raise ValueError(
-            f"{where}: {kind} {path} resolves to {real} (through a symlink), outside the media "
-            f"root ({root}); only files under it are read (a downloaded record must not copy "
-            "other local files into the dataset): copy the file under the root, or pass "
-            "--allow-absolute-media (allow_absolute_media=True) if you trust this link."
-        )
-    return path
-
-
-def _media_path(root: Path, name: str, kind: str, where: str, allow_absolute: bool) -> Path:
-    """``root / name`` normalised as written (``a/../b.png`` -> ``root/b.png``); refused when it
-    leaves ``root`` (``../x.png``), is absolute, or resolves outside ``root`` through a symlink
-    (of the file or a folder above it), unless ``allow_absolute``. Symlinks whose target stays
-    inside ``root`` are fine."""
-    _check_name(name, kind, where)
-    norm = os.path.normpath(name)
-    if os.path.isabs(norm):
-        if allow_absolute:
-            return Path(norm)
-        raise ValueError(
-            f"{where}: {kind} {name!r} is an absolute path; media paths are read relative to "
-            f"the media root ({root}); make it relative, or pass --allow-absolute-media "
-            "(allow_absolute_media=True) if you trust this file."
-        )
-    if norm == ".." or norm.startswith(".." + os.sep):
-        raise ValueError(
-            f"{where}: {kind} {name!r} leaves the media root ({root}); only files under it are "
-            "read (a downloaded record must not copy other local files into the dataset): fix "
-            "the path, or choose the folder it is relative to (--media-root / media_root=)."
-        )
-    return _inside_root(root / norm, root, kind, where, allow_absolute)
-
-
-def _checked_image(file: Path, where: str, what: str) -> bytes:
-    """The bytes of ``file`` once PIL has decoded them fully (a text file named x.png, a
-    truncated or corrupt image is refused here, before anything is written)."""
-    from PIL import Image
-
-    data = _read(file, where, what)
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.load()
-    except Exception as exc:  # PIL raises UnidentifiedImageError, OSError, SyntaxError...
-        raise ValueError(
-            f"{where}: {what} {file} is not an image PIL can decode ({exc}); replace the file "
-            "or remove the record."
-        ) from exc
-    return data
-
-
 def _media_files(
     names: tuple[list[str], list[str]],
     root: Path,
@@ -294,15 +196,15 @@ def _media_files(
     """The ``imgN.<ext>`` and ``vidN.fM.<ext>`` files of one record, each decoded once."""
     files: dict[str, bytes] = {}
     for n, name in enumerate(names[0]):
-        file = _media_path(root, name, "image", where, allow_absolute)
+        file = media_path(root, name, "image", where, allow_absolute)
         if not file.exists():
             raise ValueError(
                 f"{where}: image {name!r} not found (no file {file}); fix the path in the "
                 "record, or choose the folder it is relative to (--media-root / media_root=)."
             )
-        files[f"img{n}{file.suffix.lower() or '.png'}"] = _checked_image(file, where, "image")
+        files[f"img{n}{file.suffix.lower() or '.png'}"] = checked_image(file, where, "image")
     for n, name in enumerate(names[1]):
-        folder = _media_path(root, name, "video", where, allow_absolute)
+        folder = media_path(root, name, "video", where, allow_absolute)
         frames = sorted(p for p in folder.glob("*") if p.suffix.lower() in FRAME_SUFFIXES)
         if not folder.is_dir() or not frames:
             what = "is a file" if folder.is_file() else "is not a folder of frame images"
@@ -313,8 +215,8 @@ def _media_files(
             )
         for m, frame in enumerate(frames):
             what = f"frame of video {name!r}"
-            _inside_root(frame, root, what, where, allow_absolute)
-            data = _checked_image(frame, where, what)
+            inside_root(frame, root, what, where, allow_absolute)
+            data = checked_image(frame, where, what)
             files[f"vid{n}.f{m:04d}{frame.suffix.lower()}"] = data
         counts.frames += len(frames)
     counts.images += len(names[0])

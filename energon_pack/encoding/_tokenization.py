@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from energon_pack.encoding._remote_code import refuse_remote_code
+
 __all__ = ["DocumentTokenizer", "load_tokenizer", "masked_document"]
 
 logger = logging.getLogger(__name__)
@@ -35,11 +37,21 @@ TOKENIZER_FILES: tuple[str, ...] = (
 )
 
 
-def load_tokenizer(tokenizer: Any) -> Any:
+_TOKENIZER_OPT_IN = (
+    "if you trust its code, pass load_tokenizer(path, trust_remote_code=True) or a tokenizer "
+    "you loaded with AutoTokenizer.from_pretrained(path, trust_remote_code=True) (energon-pack "
+    "analyze: --trust-remote-code)."
+)
+
+
+def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Any:
     """Return ``tokenizer`` itself, or load it from a local directory path (offline).
 
     A directory without any of :data:`TOKENIZER_FILES` is refused with a message naming it
-    (transformers would say "install sentencepiece or tiktoken", naming no path).
+    (transformers would say "install sentencepiece or tiktoken", naming no path). A directory
+    whose configs ask for remote code (an ``auto_map``) is refused unless ``trust_remote_code``
+    (then its Python files run); transformers is always called with ``trust_remote_code`` as
+    given, so it never prompts.
     """
     if isinstance(tokenizer, (str, Path)):
         from transformers import AutoTokenizer
@@ -57,9 +69,13 @@ def load_tokenizer(tokenizer: Any) -> Any:
                 f"(what tokenizer.save_pretrained(dir) writes), found "
                 f"{', '.join(found) if found else 'an empty directory'}."
             )
+        if not trust_remote_code:
+            refuse_remote_code(path, what="tokenizer", opt_in=_TOKENIZER_OPT_IN)
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
-            return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            return AutoTokenizer.from_pretrained(
+                str(path), local_files_only=True, trust_remote_code=trust_remote_code
+            )
         except (OSError, ValueError, KeyError) as exc:
             raise ValueError(f"cannot load a tokenizer from {path}: {exc}") from exc
     if not callable(getattr(tokenizer, "encode", None)):

@@ -29,6 +29,12 @@ __all__ = [
     "read_llava_records",
 ]
 
+#: A JSON value nested deeper than Python's recursion limit.
+_TOO_DEEP = (
+    "JSON nested too deeply to read (more than about 1000 levels of lists/objects); flatten "
+    "or remove the record."
+)
+
 #: Frame files a video directory may hold.
 FRAME_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 
@@ -94,6 +100,8 @@ def iter_llava_records(path: Path | str) -> Iterator[tuple[str, dict[str, Any]]]
                         f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
                         "fix or remove the line (one JSON object per line)."
                     ) from exc
+                except RecursionError as exc:  # json.loads recurses once per nesting level
+                    raise ValueError(f"{path}:{lineno}: {_TOO_DEEP}") from exc
                 found += 1
                 yield _checked(_where(path, f":{lineno}", record), record)
     else:
@@ -104,6 +112,8 @@ def iter_llava_records(path: Path | str) -> Iterator[tuple[str, dict[str, Any]]]
                 f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); fix the file (a "
                 ".json input is one list of records; .jsonl holds one record per line)."
             ) from exc
+        except RecursionError as exc:
+            raise ValueError(f"{path}: {_TOO_DEEP}") from exc
         if not isinstance(records, list):
             raise ValueError(
                 f"{path}: expected a JSON list of records (LLaVA format), got "

@@ -31,6 +31,11 @@ __all__ = [
     "read_documents",
 ]
 
+#: The error for a JSON value nested deeper than Python's recursion limit (~1000 levels).
+TOO_DEEP = (
+    "JSON nested too deeply to read (more than about 1000 levels of lists/objects); flatten "
+    "or remove the record."
+)
 TEXT_SUFFIXES = (".txt", ".md")
 JSONL_SUFFIXES = (".jsonl",)
 SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES
@@ -102,6 +107,8 @@ def _jsonl_documents(path: Path, field: str) -> Iterator[str]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg}).") from exc
+            except RecursionError as exc:  # json.loads recurses once per nesting level
+                raise ValueError(f"{path}:{lineno}: {TOO_DEEP}") from exc
             if not isinstance(record, dict):
                 raise ValueError(
                     f"{path}:{lineno}: expected a JSON object per line, got "

@@ -26,6 +26,13 @@ __all__ = [
     "sample_key",
 ]
 
+#: The error for a JSON value nested deeper than Python's recursion limit (``json.loads``
+#: recurses once per level): ``make-dataset`` prefixes it with ``file:line``.
+JSON_TOO_DEEP = (
+    "JSON nested too deeply to read (more than about 1000 levels of lists/objects); flatten "
+    "or remove the record."
+)
+
 
 def sample_key(index: int) -> str:
     """The ``__key__`` the helpers give sample ``index``: ``sample_key(7) == "000007"``."""

@@ -18,7 +18,12 @@ from typing import Any
 
 from energon_pack.task_encoders import ConversationPackingTaskEncoder as Encoder
 from energon_pack.task_encoders import normalize_conversation
-from energon_pack_tools._datasets import _prepare_webdataset, _write_shards, prepare_dataset
+from energon_pack_tools._datasets import (
+    JSON_TOO_DEEP,
+    _prepare_webdataset,
+    _write_shards,
+    prepare_dataset,
+)
 from energon_pack_tools._media_files import checked_image, inside_root, media_path
 
 __all__ = [
@@ -28,12 +33,6 @@ __all__ = [
     "make_vqa_dataset",
     "read_llava_records",
 ]
-
-#: A JSON value nested deeper than Python's recursion limit.
-_TOO_DEEP = (
-    "JSON nested too deeply to read (more than about 1000 levels of lists/objects); flatten "
-    "or remove the record."
-)
 
 #: Frame files a video directory may hold.
 FRAME_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
@@ -101,7 +100,7 @@ def iter_llava_records(path: Path | str) -> Iterator[tuple[str, dict[str, Any]]]
                         "fix or remove the line (one JSON object per line)."
                     ) from exc
                 except RecursionError as exc:  # json.loads recurses once per nesting level
-                    raise ValueError(f"{path}:{lineno}: {_TOO_DEEP}") from exc
+                    raise ValueError(f"{path}:{lineno}: {JSON_TOO_DEEP}") from exc
                 found += 1
                 yield _checked(_where(path, f":{lineno}", record), record)
     else:
@@ -113,7 +112,7 @@ def iter_llava_records(path: Path | str) -> Iterator[tuple[str, dict[str, Any]]]
                 ".json input is one list of records; .jsonl holds one record per line)."
             ) from exc
         except RecursionError as exc:
-            raise ValueError(f"{path}: {_TOO_DEEP}") from exc
+            raise ValueError(f"{path}: {JSON_TOO_DEEP}") from exc
         if not isinstance(records, list):
             raise ValueError(
                 f"{path}: expected a JSON list of records (LLaVA format), got "

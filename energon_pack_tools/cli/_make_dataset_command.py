@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from energon_pack_tools._datasets import JSON_TOO_DEEP
 from energon_pack_tools.cli._make_conversations import write_conversations
 from energon_pack_tools.cli._make_sft import write_sft
 from energon_pack_tools.cli._output import plural, writing_dataset
@@ -31,11 +32,6 @@ __all__ = [
     "read_documents",
 ]
 
-#: The error for a JSON value nested deeper than Python's recursion limit (~1000 levels).
-TOO_DEEP = (
-    "JSON nested too deeply to read (more than about 1000 levels of lists/objects); flatten "
-    "or remove the record."
-)
 TEXT_SUFFIXES = (".txt", ".md")
 JSONL_SUFFIXES = (".jsonl",)
 SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES
@@ -108,7 +104,7 @@ def _jsonl_documents(path: Path, field: str) -> Iterator[str]:
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg}).") from exc
             except RecursionError as exc:  # json.loads recurses once per nesting level
-                raise ValueError(f"{path}:{lineno}: {TOO_DEEP}") from exc
+                raise ValueError(f"{path}:{lineno}: {JSON_TOO_DEEP}") from exc
             if not isinstance(record, dict):
                 raise ValueError(
                     f"{path}:{lineno}: expected a JSON object per line, got "

@@ -189,3 +189,18 @@ def test_a_member_twice_in_one_sample_is_refused_at_load_not_merged(
     )
     message = _load_here(path, tokenizer_dir)
     assert f"{path / 'shard_000000.tar'}: member '000001.txt' appears twice" in message
+
+
+def test_analyze_on_a_damaged_shard_is_one_line_naming_it(
+    tmp_path: Path, tokenizer_dir: Path
+) -> None:
+    from energon_pack_tools.cli._analyze_command import command
+
+    path = _dataset(tmp_path / "a")
+    _damage(path / "shard_000002.tar", "empty")
+    args = [str(path), "--tokenizer", str(tokenizer_dir), "--pack-size", "64"]
+    res = CliRunner().invoke(command, [*args, "--buffer-size", "32", "--no-progress"])
+    assert res.exit_code == 1, res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and "Traceback" not in res.output, res.output
+    assert f"{path / 'shard_000002.tar'} is damaged (ReadError: empty file)" in errors[0]

@@ -32,6 +32,7 @@ from energon_pack.attention._compat import (
     text_config,
 )
 from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS, emulated_flash
+from energon_pack.attention._instance import check_instance
 from energon_pack.attention._metadata import document_metadata
 from energon_pack.attention._model_kwargs import hf_model_kwargs
 
@@ -140,7 +141,11 @@ def check_model(
     Returns a :class:`ModelReport` (``verified_by`` says how); raises
     :class:`PackingNotExactError` naming the mechanism, why and what to do.
     """
-    model_or_config = unwrapped(model_or_config)
+    model_or_config, attn_implementation, measured = check_instance(
+        unwrapped(model_or_config), attn_implementation, pack_size
+    )
+    if measured is not None:  # code the class does not show, verified on the instance
+        return measured
     config = getattr(model_or_config, "config", model_or_config)
     impl = attn_implementation or getattr(config, "_attn_implementation", None) or "sdpa"
     if impl not in IMPLEMENTATIONS:

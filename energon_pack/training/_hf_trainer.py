@@ -92,7 +92,7 @@ class PackedTrainer(Trainer):
     def model_inputs(self, batch: Any) -> dict[str, Any]:
         """``batch`` on ``args.device`` as kwargs of the model (``batch.hf_kwargs``)."""
         batch = batch.to(self.args.device, non_blocking=True)
-        return batch.hf_kwargs(self.attn_implementation, config=self.model.config)
+        return batch.hf_kwargs(self.attn_implementation, config=self.model)
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
         """``Trainer.train``; a resume first restores the loader from the checkpoint."""

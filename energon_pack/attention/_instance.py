@@ -51,9 +51,7 @@ _FIRST_BATCH = (
     "energon_pack.attention.check_first_batch(model, batch)"
 )
 #: Measured verdicts per instance, keyed by (implementation, pack size, foreign code found).
-_MEASURED: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Any]] = (
-    weakref.WeakKeyDictionary()
-)
+_MEASURED: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
 
 
 def check_instance(

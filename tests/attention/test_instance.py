@@ -49,7 +49,9 @@ def test_the_loaded_implementation_is_used_and_another_refused(loaded: str) -> N
         logits, loss = max_difference(model, None, *packed_batch())
         assert logits <= 1e-5 and loss <= 1e-5
         for requested in set(IMPLS) - {loaded}:
-            with pytest.raises(PackingNotExactError, match=rf"'{requested}'.*loaded with '{loaded}'"):
+            with pytest.raises(
+                PackingNotExactError, match=rf"'{requested}'.*loaded with '{loaded}'"
+            ):
                 check_model(model, requested)
             with pytest.raises(PackingNotExactError, match=rf"hf_kwargs\('{loaded}', config=model"):
                 packed_batch()[0].hf_kwargs(requested, config=model)
@@ -159,7 +161,9 @@ class BatchNTKRotary(transformers.models.llama.modeling_llama.LlamaRotaryEmbeddi
 def test_a_module_swapped_on_an_instance_is_measured_and_refused() -> None:
     model = llama()
     model.model.rotary_emb = BatchNTKRotary(model.config)
-    with pytest.raises(PackingNotExactError, match=r"class .*BatchNTKRotary.*model.rotary_emb.*max logit"):
+    with pytest.raises(
+        PackingNotExactError, match=r"class .*BatchNTKRotary.*model.rotary_emb.*max logit"
+    ):
         check_model(model, "sdpa")
     untouched = llama()
     assert check_model(untouched, "sdpa").verified_by == "family matrix"

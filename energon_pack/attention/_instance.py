@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 import weakref
 from dataclasses import replace
 from typing import Any
@@ -62,7 +63,8 @@ def check_instance(
     model = _without_adapters(model_or_config)
     config = getattr(model, "config", model)
     impl = loaded_implementation(config, attn_implementation)
-    _refuse_router_loss(config)
+    if _computes_router_loss(model):
+        _refuse_router_loss(config)
     if config is model or not isinstance(model, torch.nn.Module) or impl not in _KNOWN:
         return model, impl, None
     found = foreign_code(model)
@@ -120,6 +122,20 @@ def _without_adapters(model: Any) -> Any:
                 "prefix tuning unpacked (one document per row)",
             )
     return model.get_base_model()
+
+
+def _computes_router_loss(model: Any) -> bool:
+    """Whether a forward in the model's classes calls transformers' load-balancing loss (a
+    config alone: assumed, its causal LM does; a base model only returns the router logits)."""
+    if not isinstance(model, torch.nn.Module):
+        return True
+    for cls in type(model).__mro__:
+        forward = inspect.unwrap(cls.__dict__.get("forward", len))
+        if "load_balancing_loss_func" in getattr(
+            getattr(forward, "__code__", None), "co_names", ()
+        ):
+            return True
+    return False
 
 
 def _refuse_router_loss(config: Any) -> None:

@@ -217,6 +217,10 @@ def test_moe_router_loss_is_refused_by_name(impl: str) -> None:
         num_experts_per_tok=2, output_router_logits=True,
     )  # fmt: skip
     with cpu_route(impl, transformers.MixtralForCausalLM):
+        # the base model returns the router logits and computes no loss from them
+        base = transformers.MixtralModel._from_config(config, attn_implementation=impl)
+        # (check_instance: the family verdict on a base model is the experiment's business)
+        assert _instance.check_instance(base, impl, None) == (base, impl, None)
         model = transformers.MixtralForCausalLM._from_config(config, attn_implementation=impl)
         with pytest.raises(PackingNotExactError, match=r"MoE router load-balancing loss.*"
                            r"2-D padding mask.*output_router_logits=False"):  # fmt: skip

@@ -40,17 +40,18 @@ _PER_TOKEN_HELPERS = {
 }
 
 
-def foreign_code(model: torch.nn.Module) -> list[str]:
-    """What runs in ``model`` that is not transformers' or torch's own code (see above)."""
-    found: list[str] = []
+def foreign_code(model: torch.nn.Module) -> dict[str, Any]:
+    """What runs in ``model`` that is not transformers' or torch's own code (see above): a
+    description of each, mapped to the code itself (a class, function or hooks)."""
+    found: dict[str, Any] = {}
     first: dict[type, str] = {}
     for name, module in model.named_modules():
         first.setdefault(type(module), name)
-        found += _set_on_instance(name or type(module).__name__, module)
+        found.update(_set_on_instance(name or type(module).__name__, module))
     for cls, name in first.items():
         problem = _foreign_class(cls, first_module=model.get_submodule(name))
         if problem:
-            found.append(f"{problem} (at {name or 'the top'})")
+            found[f"{problem[0]} (at {name or 'the top'})"] = problem[1]
     return found
 
 
@@ -65,7 +66,7 @@ def _trusted(module_name: str) -> bool:
     return module_name.split(".")[0] in ("transformers", "torch")
 
 
-def _foreign_class(cls: type, first_module: torch.nn.Module) -> str | None:
+def _foreign_class(cls: type, first_module: torch.nn.Module) -> tuple[str, Any] | None:
     """What is foreign about ``cls``: the class itself or a replaced forward; None: nothing."""
     qualified = f"{cls.__module__}.{cls.__qualname__}"
     if qualified in _PER_TOKEN_HELPERS or _per_token_adapter(first_module):
@@ -73,13 +74,13 @@ def _foreign_class(cls: type, first_module: torch.nn.Module) -> str | None:
     if not _trusted(cls.__module__):
         if cls.forward is torch.nn.Module.forward:  # a container, never called
             return None
-        return f"class {qualified}, not defined in transformers"
+        return f"class {qualified}, not defined in transformers", cls
     for base in cls.__mro__:
         forward = base.__dict__.get("forward")
         if forward is not None and _trusted(base.__module__) and not _own(forward, base):
             where = getattr(forward, "__module__", "?")
             what = getattr(forward, "__qualname__", type(forward).__name__)
-            return f"{base.__qualname__}.forward replaced by {where}.{what}"
+            return f"{base.__qualname__}.forward replaced by {where}.{what}", forward
     return None
 
 
@@ -107,25 +108,32 @@ def _per_token_adapter(module: torch.nn.Module) -> bool:
     return callable(base) and isinstance(base(), _PER_TOKEN_BASES)
 
 
-def _set_on_instance(name: str, module: torch.nn.Module) -> list[str]:
-    found = []
+def _set_on_instance(name: str, module: torch.nn.Module) -> dict[str, Any]:
+    found = {}
     for key, value in vars(module).items():
         if key in _SAME_MATH or not callable(value) or isinstance(value, torch.nn.Module):
             continue
         if not callable(getattr(type(module), key, None)):
             continue
-        if key == "forward" and _accelerate_hook(module):
+        hooks = _hooks(module) if key == "forward" else None
+        if hooks is not None and all(_trusted_hook(h) for h in hooks):
             continue
         what = getattr(value, "__qualname__", type(value).__name__)
-        found.append(f"{key} set on the instance {name} ({what})")
+        if hooks is not None:
+            what = "accelerate hooks " + ", ".join(type(h).__qualname__ for h in hooks)
+        found[f"{key} set on the instance {name} ({what})"] = value if hooks is None else hooks
     return found
 
 
-def _accelerate_hook(module: torch.nn.Module) -> bool:
-    """accelerate's device-placement hook: the class's forward, called with moved inputs."""
+def _hooks(module: torch.nn.Module) -> tuple[Any, ...] | None:
+    """The accelerate hooks around the class's own forward (device placement with
+    ``device_map``), or None where ``forward`` was set otherwise."""
     hook, old = getattr(module, "_hf_hook", None), module.__dict__.get("_old_forward")
-    return (
-        type(hook).__module__.startswith("accelerate.")
-        and inspect.ismethod(old)
-        and old.__func__ is type(module).forward
-    )
+    if hook is None or not inspect.ismethod(old) or old.__func__ is not type(module).forward:
+        return None
+    return tuple(getattr(hook, "hooks", (hook,)))  # a SequentialHook holds several
+
+
+def _trusted_hook(hook: Any) -> bool:
+    """accelerate's own hooks move tensors between devices and leave the math alone."""
+    return type(hook).__module__.startswith("accelerate.")

@@ -51,7 +51,7 @@ _FIRST_BATCH = (
     "check the first packed batch on this model with "
     "energon_pack.attention.check_first_batch(model, batch)"
 )
-#: Measured verdicts per instance, keyed by (implementation, pack size, foreign code found).
+#: Measured verdicts per instance, by implementation, pack size and the foreign code found.
 _MEASURED: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
 
 
@@ -71,15 +71,18 @@ def check_instance(
     if not found:
         return model, impl, None
     verdicts = _MEASURED.setdefault(model, {})
-    key = (impl, pack_size, tuple(found))
+    # by identity (the code need not be hashable); the verdict keeps the code alive with it
+    key = (impl, pack_size, tuple((text, id(code)) for text, code in found.items()))
     if key not in verdicts:
         try:
-            verdicts[key] = _measured(model, config, impl, pack_size, found)
+            verdict: Any = _measured(model, config, impl, pack_size, found)
         except PackingNotExactError as err:
-            verdicts[key] = err
-    if isinstance(verdicts[key], PackingNotExactError):
-        raise verdicts[key].with_traceback(None)
-    return model, impl, verdicts[key]
+            verdict = err
+        verdicts[key] = (verdict, list(found.values()))
+    verdict = verdicts[key][0]
+    if isinstance(verdict, PackingNotExactError):
+        raise verdict.with_traceback(None)
+    return model, impl, verdict
 
 
 def loaded_implementation(config: Any, requested: str | None) -> str | None:
@@ -153,10 +156,10 @@ def _refuse_router_loss(config: Any) -> None:
 
 
 def _measured(
-    model: torch.nn.Module, config: Any, impl: str, pack_size: int | None, found: list[str]
+    model: torch.nn.Module, config: Any, impl: str, pack_size: int | None, code: dict[str, Any]
 ) -> ModelReport:
     """The instance's packed rows vs each document alone, when it is small enough."""
-    name = f"{type(model).__name__} with {impl}"
+    name, found = f"{type(model).__name__} with {impl}", list(code)
     refuse_structure(config)
     report = config_report(config, impl, pack_size)
     count = sum(p.numel() for p in model.parameters())

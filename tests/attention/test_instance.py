@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 
+import accelerate.hooks
 import peft
 import pytest
 import torch
@@ -204,6 +205,32 @@ def test_standard_wrappers_and_modes_are_not_foreign() -> None:
     lora = peft.LoraConfig(target_modules=["q_proj", "lm_head"], use_dora=True)
     for candidate in (model, peft.get_peft_model(llama(), lora)):
         assert check_model(candidate, "sdpa").verified_by == "family matrix"
+
+
+class ScaleHook(accelerate.hooks.ModelHook):
+    """A user's accelerate hook: it changes the module's output, token by token."""
+
+    def post_forward(self, module, output):
+        return output * 2
+
+
+class MixHook(accelerate.hooks.ModelHook):
+    """A user's accelerate hook that mixes neighbouring tokens."""
+
+    def post_forward(self, module, output):
+        return output + output.roll(1, dims=1)
+
+
+def test_accelerate_device_hooks_pass_and_other_hooks_are_named() -> None:
+    model = llama()
+    hook = accelerate.hooks.AlignDevicesHook(execution_device="cpu", io_same_device=True)
+    accelerate.hooks.add_hook_to_module(model.model.layers[0], hook)
+    assert check_model(model, "sdpa").verified_by == "family matrix"
+    accelerate.hooks.add_hook_to_module(model.model.layers[1].mlp, ScaleHook())
+    assert check_model(model, "sdpa").verified_by.startswith("the instance itself")
+    accelerate.hooks.add_hook_to_module(model.model.layers[1].mlp, MixHook())
+    with pytest.raises(PackingNotExactError, match=r"forward set on the instance model.layers.1"):
+        check_model(model, "sdpa")
 
 
 # -- 4. MoE router losses -----------------------------------------------------------------------

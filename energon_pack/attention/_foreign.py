@@ -28,8 +28,9 @@ import torch
 
 __all__ = ["foreign_code"]
 
-#: Instance attributes that shadow a method without changing the math.
-_SAME_MATH = {"_compiled_call_impl"}
+#: Instance attributes every module has, and ``_compiled_call_impl`` (``module.compile()``,
+#: which shadows a method without changing the math).
+_MODULE_STATE = frozenset(vars(torch.nn.Module())) | {"_compiled_call_impl"}
 #: Layers a PEFT tuner wraps and that act per token (what LoRA-style adapters change).
 _PER_TOKEN_BASES = (torch.nn.Linear, torch.nn.Embedding)
 #: PEFT helper modules of per-token adapters (DoRA's magnitude layers), by qualified name.
@@ -110,8 +111,10 @@ def _per_token_adapter(module: torch.nn.Module) -> bool:
 
 def _set_on_instance(name: str, module: torch.nn.Module) -> dict[str, Any]:
     found = {}
-    for key, value in vars(module).items():
-        if key in _SAME_MATH or not callable(value) or isinstance(value, torch.nn.Module):
+    attributes = vars(module)
+    for key in attributes.keys() - _MODULE_STATE:  # set difference: fast on large models
+        value = attributes[key]
+        if not callable(value) or isinstance(value, torch.nn.Module):
             continue
         if not callable(getattr(type(module), key, None)):
             continue

@@ -14,6 +14,11 @@ from typing import Any
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# check_model's per-version verdict cache: one fresh folder per test session, never the user's
+if "ENERGON_PACK_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["ENERGON_PACK_CACHE"] = tempfile.mkdtemp(prefix="energon-pack-cache-")
 
 import pytest  # noqa: E402
 

@@ -37,6 +37,8 @@ class PackingNotExactError(ValueError):
     def __init__(self, feature: str, why: str, remedy: str) -> None:
         #: The model feature at fault, e.g. ``"LongRoPE"``.
         self.feature = feature
+        #: Why packing changes the forward pass, and what to do instead.
+        self.why, self.remedy = why, remedy
         super().__init__(f"packing is not exact for {feature}: {why}. What to do: {remedy}")
 
 

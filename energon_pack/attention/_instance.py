@@ -39,7 +39,7 @@ from energon_pack.attention._foreign import foreign_code
 from energon_pack.attention._metadata import document_metadata
 from energon_pack.attention._model_kwargs import hf_model_kwargs
 
-__all__ = ["PARAMETER_CAP", "check_instance", "loaded_implementation"]
+__all__ = ["PARAMETER_CAP", "check_instance", "loaded_implementation", "vouch"]
 
 #: The largest model (parameters) measured on the instance itself when it holds foreign code.
 PARAMETER_CAP = 50_000_000
@@ -48,9 +48,12 @@ _ROWS = [[20, 12], [7, 3]]
 _PACK = 34
 _TOLERANCE = 1e-5
 _FIRST_BATCH = (
-    "check the first packed batch on this model with "
-    "energon_pack.attention.check_first_batch(model, batch)"
+    "check your first packed batch on this model: energon_pack.attention.check_first_batch("
+    "model, batch, config=model.config) (PackedTrainer does it by default); once it passes, "
+    "this model is accepted with config=model"
 )
+#: Instances check_first_batch found exact: implementation -> (code identity, the code).
+_VOUCHED: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 #: Measured verdicts per instance, by implementation, pack size and the foreign code found.
 _MEASURED: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
 
@@ -70,9 +73,12 @@ def check_instance(
     found = foreign_code(model)
     if not found:
         return model, impl, None
+    if _VOUCHED.get(model, {}).get(impl, (None,))[0] == _identity(found):
+        refuse_structure(config)
+        report = config_report(config, impl, pack_size)
+        return model, impl, replace(report, verified_by="first-batch check on this instance")
     verdicts = _MEASURED.setdefault(model, {})
-    # by identity (the code need not be hashable); the verdict keeps the code alive with it
-    key = (impl, pack_size, tuple((text, id(code)) for text, code in found.items()))
+    key = (impl, pack_size, _identity(found))
     if key not in verdicts:
         try:
             verdict: Any = _measured(model, config, impl, pack_size, found)
@@ -83,6 +89,23 @@ def check_instance(
     if isinstance(verdict, PackingNotExactError):
         raise verdict.with_traceback(None)
     return model, impl, verdict
+
+
+def vouch(model: Any, attn_implementation: str) -> None:
+    """Record that :func:`check_first_batch` found ``model``, as it is now, exact with
+    ``attn_implementation``: its foreign code is then accepted without being measured here
+    (until that code changes)."""
+    from energon_pack.attention._verify import unwrapped  # noqa: PLC0415 - _verify imports us
+
+    model = _without_adapters(unwrapped(model))
+    if isinstance(model, torch.nn.Module):
+        found = foreign_code(model)
+        _VOUCHED.setdefault(model, {})[attn_implementation] = (_identity(found), found)
+
+
+def _identity(found: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    """Foreign code by identity (it need not be hashable); whoever keeps it keeps it alive."""
+    return tuple((text, id(code)) for text, code in found.items())
 
 
 def loaded_implementation(config: Any, requested: str | None) -> str | None:

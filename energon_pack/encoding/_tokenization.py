@@ -4,19 +4,21 @@
 A document is ``[BOS] + tokenizer(text) + [EOD]``; EOD is a target, BOS is not. With BOS=2,
 EOS=3 and ``"the cat" -> [6, 5]``: ``DocumentTokenizer(tok).encode("the cat") -> [2, 6, 5, 3]``;
 ``document([9], [6, 5])`` -> tokens ``[2, 9, 6, 5, 3]``, loss mask ``F F T T T``. A tokenizer
-is a transformers tokenizer or a local directory (``local_files_only=True``).
+is a transformers tokenizer, a local directory (``local_files_only=True``) or a Hub id (loaded
+as transformers would, under the user's own ``HF_HUB_OFFLINE``; the environment is not changed).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from energon_pack.encoding._remote_code import refuse_remote_code
 
 __all__ = ["DocumentTokenizer", "load_tokenizer", "masked_document"]
 
@@ -35,21 +37,29 @@ TOKENIZER_FILES: tuple[str, ...] = (
 )
 
 
-def load_tokenizer(tokenizer: Any) -> Any:
-    """Return ``tokenizer`` itself, or load it from a local directory path (offline).
+_TOKENIZER_OPT_IN = (
+    "if you trust its code, pass load_tokenizer(path, trust_remote_code=True) or a tokenizer "
+    "you loaded with AutoTokenizer.from_pretrained(path, trust_remote_code=True) (energon-pack "
+    "analyze: --trust-remote-code)."
+)
+
+
+def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Any:
+    """Return ``tokenizer`` itself, or load it from a local directory path (offline), or from a
+    Hub id (``org/name``: ``AutoTokenizer.from_pretrained``, the user's hub settings).
 
     A directory without any of :data:`TOKENIZER_FILES` is refused with a message naming it
-    (transformers would say "install sentencepiece or tiktoken", naming no path).
+    (transformers would say "install sentencepiece or tiktoken", naming no path). A directory
+    whose configs ask for remote code (an ``auto_map``) is refused unless ``trust_remote_code``
+    (then its Python files run); transformers is always called with ``trust_remote_code`` as
+    given, so it never prompts.
     """
     if isinstance(tokenizer, (str, Path)):
         from transformers import AutoTokenizer
 
         path = Path(tokenizer)
         if not path.is_dir():
-            raise ValueError(
-                f"tokenizer path {str(path)!r} is not a local directory: pass a transformers "
-                "tokenizer object, or save one with tokenizer.save_pretrained(dir) first."
-            )
+            return _load_hub_tokenizer(str(tokenizer), trust_remote_code)
         if not any((path / name).is_file() for name in TOKENIZER_FILES):
             found = sorted(p.name for p in path.iterdir())[:5]
             raise ValueError(
@@ -57,9 +67,12 @@ def load_tokenizer(tokenizer: Any) -> Any:
                 f"(what tokenizer.save_pretrained(dir) writes), found "
                 f"{', '.join(found) if found else 'an empty directory'}."
             )
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        if not trust_remote_code:
+            refuse_remote_code(path, what="tokenizer", opt_in=_TOKENIZER_OPT_IN)
         try:
-            return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            return AutoTokenizer.from_pretrained(
+                str(path), local_files_only=True, trust_remote_code=trust_remote_code
+            )
         except (OSError, ValueError, KeyError) as exc:
             raise ValueError(f"cannot load a tokenizer from {path}: {exc}") from exc
     if not callable(getattr(tokenizer, "encode", None)):
@@ -67,6 +80,31 @@ def load_tokenizer(tokenizer: Any) -> Any:
             f"tokenizer {tokenizer!r} has no encode(); pass a transformers tokenizer or a path."
         )
     return tokenizer
+
+
+def _load_hub_tokenizer(name: str, trust_remote_code: bool = False) -> Any:
+    """A Hugging Face Hub id (``org/name``) through ``AutoTokenizer.from_pretrained``, which
+    follows the user's own settings (``HF_HUB_OFFLINE``, the cache); anything else is refused."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+    from transformers import AutoTokenizer
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise ValueError(
+            f"tokenizer path {name!r} is not a local directory nor a Hub id (org/name): pass "
+            "a transformers tokenizer object, a Hub id, or a directory written by "
+            "tokenizer.save_pretrained(dir)."
+        ) from None
+    try:
+        return AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ValueError(
+            f"tokenizer {name!r} is not a local directory and cannot be loaded as a Hub id "
+            f"({type(exc).__name__}: {exc}); download it once (online, or into the cache "
+            "HF_HUB_OFFLINE reads), or pass a local directory or a tokenizer object."
+        ) from exc
 
 
 def masked_document(

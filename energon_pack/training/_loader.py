@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["make_loader", "pin_memory_for_device"]
+__all__ = ["make_eval_loader", "make_loader", "pin_memory_for_device"]
 
 
 def pin_memory_for_device(loader: Any, pin_memory: bool | None = None) -> Any:
@@ -61,3 +61,32 @@ def make_loader(
     )
     loader = get_savable_loader(dataset, checkpoint_every_sec=0, checkpoint_every_min_n_samples=1)
     return pin_memory_for_device(loader, pin_memory)
+
+
+def make_eval_loader(
+    path: Path,
+    task_encoder: Any,
+    *,
+    split_part: str = "val",
+    packing_buffer_size: int | None = 16,
+    batch_size: int | None = None,
+    num_workers: int = 0,
+    pin_memory: bool | None = None,
+) -> Any:
+    """An energon loader over the ``split_part`` split of ``path`` that gives every document
+    once per iteration (``get_val_dataset``: no repeat, no shuffle; the last packing buffer is
+    flushed), for :func:`~energon_pack.training.evaluate` and ``PackedTrainer(eval_loader=...)``.
+    Under torch.distributed each rank reads its share (``WorkerConfig.default_worker_config``).
+    """
+    from megatron.energon import WorkerConfig, get_loader, get_val_dataset
+
+    worker_config = WorkerConfig.default_worker_config(num_workers)
+    dataset = get_val_dataset(
+        str(path),
+        split_part=split_part,
+        worker_config=worker_config,
+        batch_size=batch_size,
+        packing_buffer_size=packing_buffer_size,
+        task_encoder=task_encoder,
+    )
+    return pin_memory_for_device(get_loader(dataset), pin_memory)

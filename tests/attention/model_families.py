@@ -67,7 +67,7 @@ class Family:
     def config(self) -> Any:
         """The tiny config (composite configs: as constructed)."""
         config = self.raw_config()
-        return config if self.composite else _verify.tiny_config(config)
+        return config if self.composite else _verify.tiny_config(config, all_layers=False)
 
     def raw_config(self) -> Any:
         """The config as constructed (transformers' default sizes)."""

@@ -14,7 +14,12 @@ import torch
 import transformers
 from model_families import VOCAB, max_difference, packed_batch
 
-from energon_pack.attention import PackingNotExactError, _instance, check_model
+from energon_pack.attention import (
+    PackingNotExactError,
+    _instance,
+    check_first_batch,
+    check_model,
+)
 from energon_pack.attention._verify import cpu_route
 
 IMPLS = ("sdpa", "eager", "flex_attention", "flash_attention_2")
@@ -82,7 +87,7 @@ def test_lora_through_the_readme_call_is_exact() -> None:
     model = peft.get_peft_model(llama(), lora)
     b = model.base_model.model.model.layers[0].self_attn.q_proj.lora_B["default"].weight
     assert b.abs().sum() > 0  # the adapter changes the output
-    assert check_model(model, "sdpa").verified_by == "family matrix"
+    assert check_model(model, "sdpa").verified_by.startswith("family matrix")
     logits, loss = max_difference(model, "sdpa", *packed_batch())
     assert logits <= 1e-5 and loss <= 1e-5
 
@@ -130,7 +135,7 @@ def patch_attention():
         attention.forward = _ORIGINAL_ATTENTION
 
 
-def test_a_patched_class_forward_is_measured_on_the_instance(patch_attention, monkeypatch) -> None:
+def test_a_patched_class_forward_is_measured_on_the_instance(patch_attention) -> None:
     model = llama()
     patch_attention(_passes_through)  # a patch that changes nothing: measured, accepted
     report = check_model(model, "sdpa")
@@ -144,12 +149,31 @@ def test_a_patched_class_forward_is_measured_on_the_instance(patch_attention, mo
     with pytest.raises(PackingNotExactError):  # another call: measured again, mode restored
         check_model(model, "sdpa", pack_size=64)
     assert model.training is True
-    monkeypatch.setattr(_instance, "PARAMETER_CAP", 1000)  # a large model: not measured here
-    with pytest.raises(PackingNotExactError, match=r"_ignores_the_mask.*too large.*"
-                       r"check_first_batch\(model, batch\)"):  # fmt: skip
-        check_model(llama().train(), "sdpa")
     patch_attention(_ORIGINAL_ATTENTION)
-    assert check_model(model, "sdpa").verified_by == "family matrix"
+    assert check_model(model, "sdpa").verified_by.startswith("family matrix")
+
+
+def test_a_large_patched_model_is_left_to_the_first_batch_check(
+    patch_attention, monkeypatch
+) -> None:
+    monkeypatch.setattr(_instance, "PARAMETER_CAP", 1000)  # a large model: not measured here
+    batch, _ = packed_batch()
+    for patch, exact in ((_passes_through, True), (_ignores_the_mask, False)):
+        model = llama()
+        patch_attention(patch)
+        with pytest.raises(PackingNotExactError, match=rf"{patch.__name__}.*too large.*"
+                           r"check_first_batch\(model, batch, config=model.config\)"):  # fmt: skip
+            batch.hf_kwargs("sdpa", config=model)
+        if not exact:  # the first-batch check on the real model finds what the patch does
+            with pytest.raises(PackingNotExactError, match=r"first-batch check.*differs"):
+                check_first_batch(model, batch, "sdpa", config=model.config)
+            continue
+        check_first_batch(model, batch, "sdpa", config=model.config)
+        report = check_model(model, "sdpa")
+        assert report.verified_by == "first-batch check on this instance"
+        patch_attention(_ignores_the_mask)  # other code than the one checked: refused again
+        with pytest.raises(PackingNotExactError, match=r"_ignores_the_mask.*too large"):
+            check_model(model, "sdpa")
 
 
 class BatchNTKRotary(transformers.models.llama.modeling_llama.LlamaRotaryEmbedding):
@@ -167,7 +191,7 @@ def test_a_module_swapped_on_an_instance_is_measured_and_refused() -> None:
     ):
         check_model(model, "sdpa")
     untouched = llama()
-    assert check_model(untouched, "sdpa").verified_by == "family matrix"
+    assert check_model(untouched, "sdpa").verified_by.startswith("family matrix")
     mlp = untouched.model.layers[1].mlp
     original = mlp.forward
     mlp.forward = lambda x: original(x) + x.roll(1, dims=1)  # mixes neighbouring tokens
@@ -195,7 +219,7 @@ def test_a_subclass_that_mixes_tokens_is_refused_for_its_mechanism() -> None:
         packed_batch()[0].hf_kwargs("sdpa", config=model)
     assert "position_ids" not in str(err.value)  # its forward passes them on (**kwargs)
     # a config alone verifies the transformers class it maps to, not the user's subclass
-    assert check_model(model.config, "sdpa").verified_by == "family matrix"
+    assert check_model(model.config, "sdpa").verified_by.startswith("family matrix")
 
 
 def test_standard_wrappers_and_modes_are_not_foreign() -> None:
@@ -204,7 +228,7 @@ def test_standard_wrappers_and_modes_are_not_foreign() -> None:
     model.model.layers[0].compile()
     lora = peft.LoraConfig(target_modules=["q_proj", "lm_head"], use_dora=True)
     for candidate in (model, peft.get_peft_model(llama(), lora)):
-        assert check_model(candidate, "sdpa").verified_by == "family matrix"
+        assert check_model(candidate, "sdpa").verified_by.startswith("family matrix")
 
 
 class ScaleHook(accelerate.hooks.ModelHook):
@@ -225,7 +249,7 @@ def test_accelerate_device_hooks_pass_and_other_hooks_are_named() -> None:
     model = llama()
     hook = accelerate.hooks.AlignDevicesHook(execution_device="cpu", io_same_device=True)
     accelerate.hooks.add_hook_to_module(model.model.layers[0], hook)
-    assert check_model(model, "sdpa").verified_by == "family matrix"
+    assert check_model(model, "sdpa").verified_by.startswith("family matrix")
     accelerate.hooks.add_hook_to_module(model.model.layers[1].mlp, ScaleHook())
     assert check_model(model, "sdpa").verified_by.startswith("the instance itself")
     accelerate.hooks.add_hook_to_module(model.model.layers[1].mlp, MixHook())

@@ -30,7 +30,7 @@ from model_families import (  # noqa: E402
     run_cell,
 )
 
-from energon_pack.attention import _verify  # noqa: E402
+from energon_pack.attention import _verdicts, _verify  # noqa: E402
 
 REGISTRY = ROOT / "energon_pack" / "attention" / "verified.json"
 DOC = ROOT / "docs" / "howto" / "kernels.md"
@@ -63,7 +63,8 @@ def main() -> None:
     for impl in IMPLEMENTATIONS:
         print(impl, {o: n for (i, o), n in sorted(counts.items()) if i == impl})
     if "--write" in sys.argv:
-        REGISTRY.write_text(json.dumps(registry(cells), indent=1) + "\n")
+        table = {"made_with": _verdicts.installed(), "cells": registry(cells)}
+        REGISTRY.write_text(json.dumps(table, indent=1) + "\n")
         DOC.write_text(replace_table(DOC.read_text(), markdown_table(cells)))
 
 

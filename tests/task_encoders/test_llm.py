@@ -4,6 +4,7 @@ over-long policy; exact document tokens; JSONL through the cooker; config errors
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -209,6 +210,22 @@ def test_step_packs_reorders_the_same_packs(text_dataset, tokenizer_dir) -> None
 def test_tokenizer_path_must_exist(tmp_path) -> None:
     with pytest.raises(ValueError, match="not a local directory"):
         LLMPackingTaskEncoder(tmp_path / "missing", pack_size=8)
+
+
+def test_a_hub_id_is_tried_on_the_hub_and_the_environment_is_left_alone(
+    tokenizer_dir, monkeypatch
+) -> None:
+    # HF_HUB_OFFLINE=1 (conftest): transformers looks only in the cache, where this id is not
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(
+        ValueError,
+        match="'energon-pack-tests/no-such-tokenizer' is not a local "
+        "directory and cannot be loaded as a Hub id",
+    ):
+        LLMPackingTaskEncoder("energon-pack-tests/no-such-tokenizer", pack_size=8)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    LLMPackingTaskEncoder(str(tokenizer_dir), pack_size=8)  # a local directory: no env change
+    assert "HF_HUB_OFFLINE" not in os.environ
 
 
 def test_a_loader_without_packing_buffer_is_refused(text_dataset, tokenizer_dir) -> None:

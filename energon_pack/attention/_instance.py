@@ -209,7 +209,7 @@ def _measured(
             name,
             f"it runs code that is not transformers' own ({'; '.join(found[:3])}), and "
             f"measured on the model itself it gives other results packed than each document "
-            f"alone (max logit difference {logits:.2g}, loss difference {loss:.2g})",
+            f"alone (max output difference {logits:.2g}, loss difference {loss:.2g})",
             "train this model unpacked, or run it without that code",
         )
     return replace(report, verified_by=f"the instance itself (max |logit diff| {logits:.0e})")

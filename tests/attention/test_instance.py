@@ -142,7 +142,7 @@ def test_a_patched_class_forward_is_measured_on_the_instance(patch_attention) ->
     assert report.verified_by.startswith("the instance itself")
     patch_attention(_ignores_the_mask)
     with pytest.raises(PackingNotExactError, match=r"LlamaAttention.forward replaced by .*"
-                       r"_ignores_the_mask.*max logit difference"):  # fmt: skip
+                       r"_ignores_the_mask.*max output difference"):  # fmt: skip
         check_model(model, "sdpa")
     assert model.training is False  # measured in eval mode, its mode restored
     model.train()
@@ -187,7 +187,7 @@ def test_a_module_swapped_on_an_instance_is_measured_and_refused() -> None:
     model = llama()
     model.model.rotary_emb = BatchNTKRotary(model.config)
     with pytest.raises(
-        PackingNotExactError, match=r"class .*BatchNTKRotary.*model.rotary_emb.*max logit"
+        PackingNotExactError, match=r"class .*BatchNTKRotary.*model.rotary_emb.*max output"
     ):
         check_model(model, "sdpa")
     untouched = llama()
@@ -215,7 +215,7 @@ class ShortConvLlama(transformers.LlamaForCausalLM):
 
 def test_a_subclass_that_mixes_tokens_is_refused_for_its_mechanism() -> None:
     model = llama(cls=ShortConvLlama)
-    with pytest.raises(PackingNotExactError, match=r"ShortConvLlama with sdpa.*max logit") as err:
+    with pytest.raises(PackingNotExactError, match=r"ShortConvLlama with sdpa.*max output") as err:
         packed_batch()[0].hf_kwargs("sdpa", config=model)
     assert "position_ids" not in str(err.value)  # its forward passes them on (**kwargs)
     # a config alone verifies the transformers class it maps to, not the user's subclass

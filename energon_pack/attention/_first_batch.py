@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from energon_pack.attention._compat import PackingNotExactError
+from energon_pack.attention._instance import vouch
 
 __all__ = ["FirstBatchReport", "check_first_batch"]
 
@@ -299,6 +300,7 @@ def check_first_batch(
                 "or the label shift sees the packed rows",
                 _REMEDY,
             )
+    vouch(model, impl)  # code the class does not show is now verified on this instance
     return FirstBatchReport(
         max_difference=diffs[worst],
         loss_difference=loss_diff,

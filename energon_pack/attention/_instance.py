@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import copy
-import importlib
 import inspect
 import weakref
 from dataclasses import replace
@@ -34,18 +33,15 @@ from energon_pack.attention._compat import (
     refuse_structure,
     text_config,
 )
+from energon_pack.attention._experiment import experiment_rows, packed_vs_alone
 from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS
 from energon_pack.attention._foreign import foreign_code
-from energon_pack.attention._metadata import document_metadata
-from energon_pack.attention._model_kwargs import hf_model_kwargs
 
 __all__ = ["PARAMETER_CAP", "check_instance", "loaded_implementation", "vouch"]
 
 #: The largest model (parameters) measured on the instance itself when it holds foreign code.
 PARAMETER_CAP = 50_000_000
 _KNOWN = ("sdpa", "eager", "flex_attention", *FLASH_IMPLEMENTATIONS)
-_ROWS = [[20, 12], [7, 3]]
-_PACK = 34
 _TOLERANCE = 1e-5
 _FIRST_BATCH = (
     "check your first packed batch on this model: energon_pack.attention.check_first_batch("
@@ -194,7 +190,7 @@ def _measured(
             f"{_FIRST_BATCH}, or run the model without that code",
         )
     try:
-        logits, loss = _packed_vs_alone(model, report)
+        logits, loss = _packed_vs_alone(model, report, pack_size)
     except Exception as err:  # noqa: BLE001 - a verdict: refused with the cause
         raise PackingNotExactError(
             name,
@@ -216,46 +212,19 @@ def _measured(
 
 
 @torch.no_grad()
-def _packed_vs_alone(model: torch.nn.Module, report: ModelReport) -> tuple[float, float]:
-    """(max |logit diff|, |loss diff|) of two packed rows vs each document alone, in float32
-    and eval mode (the model's mode is restored)."""
+def _packed_vs_alone(
+    model: torch.nn.Module, report: ModelReport, pack_size: int | None
+) -> tuple[float, float]:
+    """The experiment's comparison (``experiment_rows(pack_size)``) on the instance itself, in
+    float32 and eval mode (the model's mode is restored)."""
     training, threads = model.training, torch.get_num_threads()
     first = next(model.parameters(), None)
     if first is not None and first.dtype != torch.float32:
         model = copy.deepcopy(model).float()
-    device = first.device if first is not None else torch.device("cpu")
-    meta = document_metadata(_ROWS, length=_PACK).to(device)
-    vocab = model.config.get_text_config().vocab_size
-    generator = torch.Generator().manual_seed(0)
-    tokens = torch.randint(3, vocab, (len(_ROWS), _PACK), generator=generator).to(device)
-    labels = torch.where((meta.position_ids > 0) & (meta.segment_ids > 0), tokens, -100)
     torch.set_num_threads(1)
     model.eval()
     try:
-        out = model(input_ids=tokens, labels=labels, **hf_model_kwargs(meta, tokens, report))
-        packed, worst, total, count = _logits(out), 0.0, 0.0, 0
-        for r, lengths in enumerate(_ROWS):
-            start = 0
-            for n in lengths:
-                doc = tokens[r, start : start + n]
-                alone = _logits(model(input_ids=doc[None]))[0]
-                diff = float((packed[r, start : start + n] - alone).abs().max())
-                worst = max(worst, diff if diff == diff else float("inf"))
-                ce = torch.nn.functional.cross_entropy(alone[:-1], doc[1:], reduction="sum")
-                total, count, start = total + float(ce), count + n - 1, start + n
+        return packed_vs_alone(model, report, experiment_rows(pack_size))
     finally:
         model.train(training)
         torch.set_num_threads(threads)
-    loss = getattr(out, "loss", None) if _is_causal_lm(type(model)) else None
-    return worst, 0.0 if loss is None else abs(float(loss) - total / count)
-
-
-def _is_causal_lm(model_class: type) -> bool:
-    auto = importlib.import_module("transformers.models.auto.modeling_auto")
-    names = set(auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
-    return any(base.__name__ in names for base in model_class.__mro__)
-
-
-def _logits(out: Any) -> torch.Tensor:
-    logits = getattr(out, "logits", None)
-    return logits if logits is not None else out.last_hidden_state

@@ -18,15 +18,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.nn.attention.flex_attention import flex_attention
 
 from energon_pack.attention._compat import PackingNotExactError, config_report
-from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS, emulated_flash
+from energon_pack.attention._implementations import implementation
 from energon_pack.attention._metadata import document_metadata
 from energon_pack.attention._model_kwargs import hf_model_kwargs
 
@@ -35,6 +33,7 @@ __all__ = [
     "cpu_route",
     "experiment",
     "experiment_rows",
+    "no_randomness",
     "packed_vs_alone",
     "tiny_config",
 ]
@@ -63,7 +62,6 @@ _CAPS = {
 _LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers")
 #: Layers a copy keeps at most (deeper models: the shortest prefix holding every layer type).
 _MAX_LAYERS = 96
-_UNSET = object()
 #: Config floats that make train mode random (dropout, ``*_pdrop``, LayerDrop, router jitter):
 #: zero in the copy, so train mode compares like eval mode (nn.Dropout modules get p=0 too).
 _RANDOM = ("drop", "jitter")
@@ -176,36 +174,35 @@ def _shrink_rope(params: Any, old: int | None, new: int | None) -> None:
 
 
 @contextlib.contextmanager
-def cpu_route(impl: str, model_class: type | None = None) -> Iterator[None]:
-    """Flash through the reference kernel, FlexAttention uncompiled (same math)."""
-    if impl in FLASH_IMPLEMENTATIONS:
-        with emulated_flash(impl, model_class):
-            yield
-        return
-    if impl != "flex_attention":
-        yield
-        return
-    flex = importlib.import_module("transformers.integrations.flex_attention")
-    masking = importlib.import_module("transformers.masking_utils")
-    wrapper, build = flex.WrappedFlexAttention, masking.create_block_mask
-    names = ("_instance", "_is_flex_compiled", "_compiled_flex_attention", "training")
-    saved = {name: wrapper.__dict__.get(name, _UNSET) for name in names}
-    values = (None, True, staticmethod(flex_attention), False)
-    for name, value in zip(names, values):
-        setattr(wrapper, name, value)
-    # transformers would compile its own block masks, once per shape (slow on CPU)
-    masking.create_block_mask = lambda *args, **kw: build(*args, **{**kw, "_compile": False})
+def no_randomness(model: torch.nn.Module) -> Iterator[None]:
+    """no_grad, dropout off (``nn.Dropout`` p and float ``*dropout*`` attributes, which
+    attention modules read in train mode), RNG and buffers (BatchNorm statistics) untouched:
+    training continues as if the check had not run."""
+    saved: list[tuple[Any, str, float]] = []
+    for module in model.modules():
+        for name, value in vars(module).items():
+            if "dropout" in name.lower() or (isinstance(module, torch.nn.Dropout) and name == "p"):
+                if isinstance(value, float) and not isinstance(value, bool) and value > 0:
+                    saved.append((module, name, value))
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    devices = [p.device for p in model.parameters() if p.device.type == "cuda"][:1]
     try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
+        for module, name, _ in saved:
+            setattr(module, name, 0.0)
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
             yield
     finally:
-        masking.create_block_mask = build
-        for name, value in saved.items():
-            if value is _UNSET:
-                delattr(wrapper, name)
-            else:
-                setattr(wrapper, name, value)
+        for module, name, value in saved:
+            setattr(module, name, value)
+        with torch.no_grad():
+            for buffer, copy in buffers:
+                buffer.copy_(copy)
+
+
+def cpu_route(impl: str, model_class: type | None = None) -> Any:
+    """``implementation(impl).cpu_route(model_class)``: flash through the reference kernel,
+    FlexAttention uncompiled (same math)."""
+    return implementation(impl).cpu_route(model_class)
 
 
 def experiment(

@@ -33,15 +33,14 @@ from energon_pack.attention._compat import (
     refuse_structure,
     text_config,
 )
-from energon_pack.attention._experiment import experiment_rows, packed_vs_alone
-from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS
+from energon_pack.attention._experiment import experiment_rows, no_randomness, packed_vs_alone
 from energon_pack.attention._foreign import foreign_code
+from energon_pack.attention._implementations import IMPLEMENTATIONS
 
 __all__ = ["PARAMETER_CAP", "check_instance", "loaded_implementation", "vouch"]
 
 #: The largest model (parameters) measured on the instance itself when it holds foreign code.
 PARAMETER_CAP = 50_000_000
-_KNOWN = ("sdpa", "eager", "flex_attention", *FLASH_IMPLEMENTATIONS)
 _TOLERANCE = 1e-5
 _FIRST_BATCH = (
     "check your first packed batch on this model: energon_pack.attention.check_first_batch("
@@ -64,7 +63,7 @@ def check_instance(
     impl = loaded_implementation(config, attn_implementation)
     if _computes_router_loss(model):
         _refuse_router_loss(config)
-    if config is model or not isinstance(model, torch.nn.Module) or impl not in _KNOWN:
+    if config is model or not isinstance(model, torch.nn.Module) or impl not in IMPLEMENTATIONS:
         return model, impl, None
     found = foreign_code(model)
     if not found:
@@ -110,7 +109,12 @@ def loaded_implementation(config: Any, requested: str | None) -> str | None:
     text = text_config(config)
     loaded = getattr(text, "_attn_implementation", None)
     loaded = loaded or getattr(config, "_attn_implementation", None)
-    if requested is None or loaded is None or requested == loaded or requested not in _KNOWN:
+    if (
+        requested is None
+        or loaded is None
+        or requested == loaded
+        or requested not in IMPLEMENTATIONS
+    ):
         return requested or loaded
     raise PackingNotExactError(
         f"attn_implementation {requested!r} on a model loaded with {loaded!r}",
@@ -190,7 +194,7 @@ def _measured(
             f"{_FIRST_BATCH}, or run the model without that code",
         )
     try:
-        logits, loss = _packed_vs_alone(model, report, pack_size)
+        logits, loss, mode = _packed_vs_alone(model, report, pack_size)
     except Exception as err:  # noqa: BLE001 - a verdict: refused with the cause
         raise PackingNotExactError(
             name,
@@ -205,26 +209,33 @@ def _measured(
             name,
             f"it runs code that is not transformers' own ({'; '.join(found[:3])}), and "
             f"measured on the model itself it gives other results packed than each document "
-            f"alone (max output difference {logits:.2g}, loss difference {loss:.2g})",
+            f"alone in {mode} mode (max output difference {logits:.2g}, loss difference "
+            f"{loss:.2g})",
             "train this model unpacked, or run it without that code",
         )
     return replace(report, verified_by=f"the instance itself (max |logit diff| {logits:.0e})")
 
 
-@torch.no_grad()
 def _packed_vs_alone(
     model: torch.nn.Module, report: ModelReport, pack_size: int | None
-) -> tuple[float, float]:
+) -> tuple[float, float, str]:
     """The experiment's comparison (``experiment_rows(pack_size)``) on the instance itself, in
-    float32 and eval mode (the model's mode is restored)."""
+    float32, eval and train mode with nothing random (its mode, dropout and buffers restored):
+    (max |output diff|, |loss diff|, the worse mode)."""
     training, threads = model.training, torch.get_num_threads()
     first = next(model.parameters(), None)
     if first is not None and first.dtype != torch.float32:
         model = copy.deepcopy(model).float()
     torch.set_num_threads(1)
-    model.eval()
+    worst = (0.0, 0.0, "eval")
     try:
-        return packed_vs_alone(model, report, experiment_rows(pack_size))
+        with no_randomness(model):
+            for mode in ("eval", "train"):
+                model.train(mode == "train")
+                logits, loss = packed_vs_alone(model, report, experiment_rows(pack_size))
+                if not (logits, loss) <= worst[:2]:
+                    worst = (logits, loss, mode)
     finally:
         model.train(training)
         torch.set_num_threads(threads)
+    return worst

@@ -32,7 +32,8 @@ from energon_pack.attention._experiment import (
     tiny_config,
     unbuilt,
 )
-from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS
+from energon_pack.attention._implementations import IMPLEMENTATIONS as _IMPLEMENTATIONS
+from energon_pack.attention._implementations import implementation
 from energon_pack.attention._instance import check_instance
 
 __all__ = [
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 #: The ``attn_implementation`` values packing serves.
-IMPLEMENTATIONS = ("sdpa", "eager", "flex_attention", *FLASH_IMPLEMENTATIONS)
+IMPLEMENTATIONS = tuple(_IMPLEMENTATIONS)
 TOLERANCE = 1e-5
 #: Config booleans that do not change a forward pass (left out of the matrix key).
 _NEUTRAL_FLAGS = {
@@ -126,8 +127,7 @@ def check_model(
         return measured
     config = getattr(model_or_config, "config", model_or_config)
     impl = attn_implementation or getattr(config, "_attn_implementation", None) or "sdpa"
-    if impl not in IMPLEMENTATIONS:
-        raise ValueError(f"unknown attn_implementation {impl!r}; choose one of {IMPLEMENTATIONS}")
+    implementation(impl)  # ValueError naming the choices
     cls = type(model_or_config) if config is not model_or_config else _model_class(config)
     key = (cls, _digest(config), impl, pack_size)
     if key not in _VERDICTS:

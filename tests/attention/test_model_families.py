@@ -23,6 +23,7 @@ from model_families import (
     IMPLEMENTATIONS,
     WINDOW,
     Cell,
+    CumsumLlama,
     Family,
     build_model,
     markdown_table,
@@ -162,17 +163,6 @@ def test_without_config_a_sliding_model_differs() -> None:
         alone = model(input_ids=docs[0][0].tokens.view(1, -1)).logits[0]
     assert float((plain[0, :20] - alone).abs().max()) > 1e-3
     assert float((exact[0, :20] - alone).abs().max()) <= 1e-5
-
-
-class CumsumLlama(transformers.LlamaForCausalLM):
-    """A mechanism no list knows: each position also sees the running sum of the row."""
-
-    def forward(self, input_ids=None, position_ids=None, attention_mask=None, **kwargs):
-        embeds = self.model.embed_tokens(input_ids)
-        embeds = embeds + embeds.cumsum(dim=1) / 8
-        return super().forward(
-            inputs_embeds=embeds, position_ids=position_ids, attention_mask=attention_mask, **kwargs
-        )
 
 
 class UnbuildableLlama(transformers.LlamaForCausalLM):

@@ -66,7 +66,10 @@ def load_processor(path: Path, *, trust_remote_code: bool = False) -> tuple[Any,
     )
     # LLaVA-NeXT / -OneVision, SmolVLM and Idefics3 (which lays out the tile markers itself):
     # the whole processor, without the video processor that needs torchvision
-    if str(name).startswith(("LlavaNext", "LlavaOnevision", "SmolVLM")) or "image_seq_len" in config:
+    if (
+        str(name).startswith(("LlavaNext", "LlavaOnevision", "SmolVLM"))
+        or "image_seq_len" in config
+    ):
         processor = whole or _whole(path, trust_remote_code)
     try:
         vision_family(processor)

@@ -53,8 +53,13 @@ def load_processor(path: Path, *, trust_remote_code: bool = False) -> tuple[Any,
     name = config.get("processor_class")
     whole = None
     if name is not None and not hasattr(transformers, name):  # a subclass saved as its own name
-        whole = _whole(path, trust_remote_code)
-        name = type(whole).__name__
+        from energon_pack.encoding import load_processor as load_images_only
+
+        try:
+            whole = load_images_only(path, trust_remote_code=trust_remote_code)
+            name = type(whole).__name__
+        except ValueError:  # several classes fit (InternVL): the options below decide
+            pass
     # InternVL and Gemma 3 save it in processor_config.json, PaliGemma on its image processor
     seq = config.get("image_seq_length", getattr(image_processor, "image_seq_length", None))
     processor = (

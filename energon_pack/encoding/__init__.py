@@ -21,6 +21,11 @@ from energon_pack.encoding._media_processor import (
     video_frames,
 )
 from energon_pack.encoding._overlong_policy import apply_overlong_policy
+from energon_pack.encoding._processors import (
+    images_only_class,
+    load_processor,
+    processor_classes_of,
+)
 from energon_pack.encoding._remote_code import refuse_remote_code
 from energon_pack.encoding._stats import PackingStats
 from energon_pack.encoding._tokenization import DocumentTokenizer, load_tokenizer, masked_document
@@ -32,13 +37,16 @@ __all__ = [
     "DocumentTokenizer",
     "expand_placeholders",
     "high_bit_depth_modes",
+    "images_only_class",
     "kept_items",
+    "load_processor",
     "load_tokenizer",
     "masked_document",
     "MediaProcessor",
     "PackingStats",
     "PatchGrids",
     "ProcessedMedia",
+    "processor_classes_of",
     "refuse_remote_code",
     "resolve_light_media",
     "SmallPackingBufferWarning",

@@ -87,6 +87,11 @@ class VisionFamily(Protocol):
         """Placeholder tokens per image of one document, by the processor's rule."""
         ...
 
+    def timestamps_videos(self, video_processor: Any) -> bool:
+        """Whether this video processor lays each temporal patch out as its own timestamped
+        group (``video_timestamps``)."""
+        ...
+
     def grids(self, sizes: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
         """The grids of one document's images of these ``(width, height)`` sizes."""
         ...
@@ -134,3 +139,7 @@ class StackedItems:
     def plan(self, width: int, height: int) -> tuple[int, int, int]:
         """``(1, 1, 1)``: one item per image (subclasses with tiles override)."""
         return 1, 1, 1
+
+    def timestamps_videos(self, video_processor: Any) -> bool:
+        """No videos here: False."""
+        return False

@@ -87,6 +87,12 @@ class PatchGrids:
         """Placeholder tokens per grid row: ``t * h * w // merge**2``."""
         return (grid.view(-1, 3).prod(dim=1) // self.merge_size**2).tolist()
 
+    def timestamps_videos(self, video_processor: Any) -> bool:
+        """Qwen3-VL's video processor (exact class) stamps each temporal patch with its time."""
+        from energon_pack.encoding._families._registry import transformers_class
+
+        return transformers_class(video_processor) == "Qwen3VLVideoProcessor"
+
     def grids(self, sizes: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
         """The grids of one document's images of these ``(width, height)`` sizes."""
         return [self.plan(w, h) for w, h in sizes]

@@ -6,6 +6,7 @@ light buffers that plan from image headers, pixels written in place). Nothing he
 """
 
 from energon_pack.encoding._buffer_size import SmallPackingBufferWarning, warn_if_buffer_too_small
+from energon_pack.encoding._chat_template import processor_bos
 from energon_pack.encoding._families import PatchGrids, vision_family
 from energon_pack.encoding._light_media import (
     check_planned,
@@ -37,6 +38,7 @@ __all__ = [
     "MediaProcessor",
     "PackingStats",
     "PatchGrids",
+    "processor_bos",
     "ProcessedMedia",
     "resolve_light_media",
     "SmallPackingBufferWarning",

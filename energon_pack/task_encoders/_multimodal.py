@@ -26,6 +26,7 @@ from energon_pack.encoding import (
     expand_placeholders,
     high_bit_depth_modes,
     kept_items,
+    processor_bos,
     to_pil_image,
 )
 from energon_pack.samples import (
@@ -108,7 +109,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         self.use_chat_template = self.tokenizer.use_chat_template(use_chat_template)
         #: The BOS a processor's ``apply_chat_template(tokenize=True)`` puts in front of a
         #: rendered conversation that does not start with it (None: its tokenizer adds none).
-        self._template_bos = _bos_added_by(self.tokenizer.tokenizer)
+        self._template_bos = processor_bos(self.tokenizer.tokenizer)
         self.media = MediaProcessor(image_processor, video_processor)
         #: Writes image rows in place, bit-identical to the processor (None: the processor's).
         self.fast_pixels = self.media.fast
@@ -522,18 +523,6 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             else:
                 mask.extend([target] * len(body))
         return tokens, mask
-
-
-def _bos_added_by(tokenizer: Any) -> int | None:
-    """The BOS id ``tokenizer``'s own post-processor puts in front of a text (a Llama or
-    Mistral tokenizer's ``<s>``), else None. A processor's ``apply_chat_template(tokenize=True)``
-    tokenizes with ``add_special_tokens=True`` unless the rendered prompt starts with BOS."""
-    bos = getattr(tokenizer, "bos_token_id", None)
-    if bos is None or not callable(tokenizer):
-        return None
-    added = list(tokenizer("a", add_special_tokens=True)["input_ids"])
-    plain = list(tokenizer("a", add_special_tokens=False)["input_ids"])
-    return int(bos) if added[:1] == [bos] and plain[:1] != [bos] else None
 
 
 def _nothing_to_learn(messages: list[Message]) -> str:

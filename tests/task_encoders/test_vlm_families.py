@@ -23,6 +23,7 @@ from energon_pack.encoding._families import (
     Images,
     PrefixImages,
     Tiles,
+    VisionFamily,
     family_for,
 )
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
@@ -102,6 +103,7 @@ def test_registered_instances_are_accepted(tmp_path, tokenizer_dir) -> None:
         loaded = SimpleNamespace(image_processor=ip, image_seq_length=5, processor_class=name)
         family = vision_family(loaded)
         assert type(family) is cls and family.tokens_per_tile == 5
+        assert isinstance(family, VisionFamily)  # every declared member is there
 
 
 @pytest.mark.parametrize(("model", "name"), UNREGISTERED, ids=[n for _, n in UNREGISTERED])

@@ -7,7 +7,13 @@ light buffers that plan from image headers, pixels written in place). Nothing he
 
 from energon_pack.encoding._buffer_size import SmallPackingBufferWarning, warn_if_buffer_too_small
 from energon_pack.encoding._chat_template import processor_bos
-from energon_pack.encoding._families import PatchGrids, vision_family
+from energon_pack.encoding._families import (
+    PatchGrids,
+    VisionFamily,
+    family_for,
+    transformers_class,
+    vision_family,
+)
 from energon_pack.encoding._light_media import (
     check_planned,
     high_bit_depth_modes,
@@ -31,6 +37,7 @@ __all__ = [
     "check_planned",
     "DocumentTokenizer",
     "expand_placeholders",
+    "family_for",
     "high_bit_depth_modes",
     "kept_items",
     "load_tokenizer",
@@ -43,9 +50,11 @@ __all__ = [
     "resolve_light_media",
     "SmallPackingBufferWarning",
     "TimestampedVideos",
+    "transformers_class",
     "to_pil_image",
     "video_frames",
     "VideoTiming",
+    "VisionFamily",
     "vision_family",
     "warn_if_buffer_too_small",
 ]

@@ -80,7 +80,7 @@ def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
 
     from transformers import AutoImageProcessor
 
-    from energon_pack.encoding import vision_family
+    from energon_pack.encoding import family_for, transformers_class, vision_family
 
     configs = [path / "preprocessor_config.json", path / "processor_config.json"]
     if not any(c.is_file() for c in configs):
@@ -112,6 +112,8 @@ def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
         processor = AutoProcessor.from_pretrained(str(path), local_files_only=True)
     try:
         vision_family(processor)
+        if config.get("processor_class"):  # the processor the directory names is registered too
+            family_for(config["processor_class"], transformers_class(image_processor) or "")
     except ValueError as e:
         raise click.UsageError(f"--processor {path}: {e}") from e
     notes: list[str] = []

@@ -24,6 +24,7 @@ from energon_pack.encoding._families._registry import (
     check_mrope,
     family_for,
     transformers_class,
+    video_families,
     vision_family,
 )
 
@@ -43,5 +44,6 @@ __all__ = [
     "check_mrope",
     "family_for",
     "transformers_class",
+    "video_families",
     "vision_family",
 ]

@@ -29,6 +29,7 @@ __all__ = [
     "check_mrope",
     "family_for",
     "transformers_class",
+    "video_families",
     "vision_family",
 ]
 
@@ -45,6 +46,11 @@ FAMILIES: tuple[type[VisionFamily], ...] = (
 )
 #: The page that says how to add a family (named in every refusal).
 ADD_A_FAMILY = "docs/howto/add-a-family.md"
+
+
+def video_families() -> list[str]:
+    """The names of the registered families that take videos (``["qwen2-vl"]``)."""
+    return [f.name for f in FAMILIES if f.videos]
 
 
 def transformers_class(obj: Any) -> str | None:

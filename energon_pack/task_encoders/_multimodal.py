@@ -285,7 +285,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
 
     def _splits_images(self, doc: EncodedMultimodalSample, policy: OverlongPolicy) -> bool:
         """Families laid out ``per_document``: whether the over-long cut leaves one image of a
-        document of several alone in a piece (the model lays out a lone image as a single-image document's)."""
+        document of several alone in a piece (the model lays out a lone image as a single-image
+        document's)."""
         spans = doc.image_spans.view(-1, 2)
         if not self.media.family.per_document or len(spans) < 2:
             return False

@@ -18,7 +18,8 @@ __all__ = ["Tiles"]
 
 
 class Tiles(StackedItems):
-    """InternVL tiles: ``tiles * image_seq_length`` tokens per image, grid rows ``(tiles, 1, 1)``."""
+    """InternVL tiles: ``tiles * image_seq_length`` tokens per image, grid rows
+    ``(tiles, 1, 1)``."""
 
     name: ClassVar[str] = "internvl"
     processors: ClassVar[tuple[str, ...]] = ("InternVLProcessor",)

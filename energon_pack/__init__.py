@@ -32,7 +32,12 @@ from energon_pack.algorithms import (
 )
 
 if TYPE_CHECKING:
-    from energon_pack.attention import PackingNotExactError, check_model
+    from energon_pack.attention import (
+        FirstBatchReport,
+        PackingNotExactError,
+        check_first_batch,
+        check_model,
+    )
     from energon_pack.encoding import PackingStats, SmallPackingBufferWarning
     from energon_pack.energon import seeded_stateless
     from energon_pack.samples import EncodedSample, PackedTextBatch, PackedTextSample
@@ -50,7 +55,9 @@ __version__ = "0.1.0"
 
 #: name -> the layer package that defines it (imported on first access).
 _LAZY: dict[str, str] = {
+    "check_first_batch": "energon_pack.attention",
     "check_model": "energon_pack.attention",
+    "FirstBatchReport": "energon_pack.attention",
     "PackingNotExactError": "energon_pack.attention",
     "PackingStats": "energon_pack.encoding",
     "SmallPackingBufferWarning": "energon_pack.encoding",
@@ -72,8 +79,10 @@ __all__ = [
     "CaptioningPackingTaskEncoder",
     "ConversationPackingTaskEncoder",
     "CarryOver",
+    "check_first_batch",
     "check_model",
     "EncodedSample",
+    "FirstBatchReport",
     "LLMPackingTaskEncoder",
     "MediaLoad",
     "OverlongPolicy",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from energon_pack_tools._analysis import analyze_dataset
     from energon_pack_tools._analysis_result import AnalysisResult
+    from energon_pack_tools._dataset_check import ShardCheck, check_shards
     from energon_pack_tools._datasets import (
         make_captioning_dataset,
         make_jsonl_dataset,
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "analyze_dataset": "energon_pack_tools._analysis",
     "AnalysisResult": "energon_pack_tools._analysis_result",
+    "check_shards": "energon_pack_tools._dataset_check",
+    "ShardCheck": "energon_pack_tools._dataset_check",
     "make_captioning_dataset": "energon_pack_tools._datasets",
     "make_jsonl_dataset": "energon_pack_tools._datasets",
     "make_text_dataset": "energon_pack_tools._datasets",
@@ -68,6 +71,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "AnalysisResult",
     "analyze_dataset",
+    "check_shards",
     "corrupt_png_bytes",
     "document_logits",
     "document_loss",
@@ -86,6 +90,7 @@ __all__ = [
     "random_png_bytes",
     "read_llava_records",
     "sample_key",
+    "ShardCheck",
     "synthetic_texts",
     "tiny_causal_lm",
     "train_bpe_tokenizer",

@@ -21,9 +21,17 @@ __all__ = [
     "make_captioning_dataset",
     "make_jsonl_dataset",
     "make_text_dataset",
+    "member_name_problem",
     "prepare_dataset",
     "sample_key",
 ]
+
+#: The error for a JSON value nested deeper than Python's recursion limit (``json.loads``
+#: recurses once per level): ``make-dataset`` prefixes it with ``file:line``.
+JSON_TOO_DEEP = (
+    "JSON nested too deeply to read (more than about 1000 levels of lists/objects); flatten "
+    "or remove the record."
+)
 
 
 def sample_key(index: int) -> str:
@@ -31,11 +39,33 @@ def sample_key(index: int) -> str:
     return f"{index:06d}"
 
 
+def member_name_problem(name: str) -> str | None:
+    """Why energon cannot take ``name`` as a tar member name, or None when it can.
+
+    ``energon prepare`` stores keys as UTF-8 text: a name holding bytes that are not UTF-8 (read
+    back as lone surrogates, ``"a.p\\udcffng"``) stops it with a ``UnicodeEncodeError``, and a
+    newline or other control character breaks its index.
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"not UTF-8 (byte {name[exc.start].encode('utf-8', 'surrogateescape')!r} at "
+            f"character {exc.start}); rename the file (energon stores keys as UTF-8 text)"
+        )
+    bad = next((c for c in name if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        return f"holds the control character {bad!r}; rename the file"
+    return None
+
+
 def _write_shards(path: Path, samples: Iterable[dict[str, bytes]], samples_per_shard: int) -> None:
     """Write ``samples`` as they arrive, ``samples_per_shard`` per tar.
 
     Only one sample is held at a time, so ``samples`` may be a generator over a corpus larger
     than memory. A shard is opened when its first sample arrives: no empty trailing shard.
+    Keys are numbered (never duplicated); a member name energon could not index (not UTF-8, a
+    control character: :func:`member_name_problem`) is refused before it is written.
     """
     path.mkdir(parents=True, exist_ok=True)
     tar: tarfile.TarFile | None = None
@@ -47,7 +77,11 @@ def _write_shards(path: Path, samples: Iterable[dict[str, bytes]], samples_per_s
                 tar = tarfile.open(path / f"shard_{i // samples_per_shard:06d}.tar", "w")
             assert tar is not None
             for ext, data in sample.items():
-                info = tarfile.TarInfo(f"{sample_key(i)}.{ext}")
+                name = f"{sample_key(i)}.{ext}"
+                problem = member_name_problem(name)
+                if problem is not None:  # caught before energon prepare dies on it
+                    raise ValueError(f"sample {i}: member name {name!r} is {problem}.")
+                info = tarfile.TarInfo(name)
                 info.size = len(data)
                 info.mtime = 0
                 tar.addfile(info, io.BytesIO(data))

@@ -255,7 +255,9 @@ def _build_corpus(config: DemoConfig, out: Path, echo: Callable[[str], None]) ->
     write_corpus(out / "corpus.jsonl", texts)
     echo(f"[2/5] training a byte-level BPE tokenizer (vocab {config.vocab_size})")
     tok_dir = train_bpe_tokenizer(out / "tokenizer", texts, vocab_size=config.vocab_size)
-    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(
+        str(tok_dir), local_files_only=True, trust_remote_code=False
+    )
     ids = tokenizer(texts, add_special_tokens=False, verbose=False).input_ids
     echo("[3/5] writing an energon TextSample dataset (tar shards + energon prepare)")
     dataset = make_text_dataset(out / "dataset", texts, samples_per_shard=500)

@@ -10,9 +10,7 @@ reads them, and every error names the record and the fix. See docs/howto/convers
 
 from __future__ import annotations
 
-import io
 import json
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,13 @@ from typing import Any
 
 from energon_pack.task_encoders import ConversationPackingTaskEncoder as Encoder
 from energon_pack.task_encoders import normalize_conversation
-from energon_pack_tools._datasets import _prepare_webdataset, _write_shards, prepare_dataset
+from energon_pack_tools._datasets import (
+    JSON_TOO_DEEP,
+    _prepare_webdataset,
+    _write_shards,
+    prepare_dataset,
+)
+from energon_pack_tools._media_files import checked_image, inside_root, media_path
 
 __all__ = [
     "ConversationCounts",
@@ -95,6 +99,8 @@ def iter_llava_records(path: Path | str) -> Iterator[tuple[str, dict[str, Any]]]
                         f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
                         "fix or remove the line (one JSON object per line)."
                     ) from exc
+                except RecursionError as exc:  # json.loads recurses once per nesting level
+                    raise ValueError(f"{path}:{lineno}: {JSON_TOO_DEEP}") from exc
                 found += 1
                 yield _checked(_where(path, f":{lineno}", record), record)
     else:
@@ -105,6 +111,8 @@ def iter_llava_records(path: Path | str) -> Iterator[tuple[str, dict[str, Any]]]
                 f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); fix the file (a "
                 ".json input is one list of records; .jsonl holds one record per line)."
             ) from exc
+        except RecursionError as exc:
+            raise ValueError(f"{path}: {JSON_TOO_DEEP}") from exc
         if not isinstance(records, list):
             raise ValueError(
                 f"{path}: expected a JSON list of records (LLaVA format), got "
@@ -187,53 +195,6 @@ def _check_tags(record: dict[str, Any], where: str, images: int, videos: int) ->
         )
 
 
-def _read(file: Path, where: str) -> bytes:
-    """The bytes of a media file; an unreadable one is an input error naming the record."""
-    try:
-        return file.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"{where}: cannot read {file}: {exc.strerror or exc}.") from exc
-
-
-def _media_path(root: Path, name: str, kind: str, where: str, allow_absolute: bool) -> Path:
-    """``root / name`` normalised as written (``a/../b.png`` -> ``root/b.png``); refused when it
-    leaves ``root`` (``../x.png``) or is absolute without ``allow_absolute``. The check is on the
-    name, not the resolved target: symlinks a user made inside ``root`` stay allowed."""
-    norm = os.path.normpath(name)
-    if os.path.isabs(norm):
-        if allow_absolute:
-            return Path(norm)
-        raise ValueError(
-            f"{where}: {kind} {name!r} is an absolute path; media paths are read relative to "
-            f"the media root ({root}); make it relative, or pass --allow-absolute-media "
-            "(allow_absolute_media=True) if you trust this file."
-        )
-    if norm == ".." or norm.startswith(".." + os.sep):
-        raise ValueError(
-            f"{where}: {kind} {name!r} leaves the media root ({root}); only files under it are "
-            "read (a downloaded record must not copy other local files into the dataset): fix "
-            "the path, or choose the folder it is relative to (--media-root / media_root=)."
-        )
-    return root / norm
-
-
-def _checked_image(file: Path, where: str, what: str) -> bytes:
-    """The bytes of ``file`` once PIL has decoded them fully (a text file named x.png, a
-    truncated or corrupt image is refused here, before anything is written)."""
-    from PIL import Image
-
-    data = _read(file, where)
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.load()
-    except Exception as exc:  # PIL raises UnidentifiedImageError, OSError, SyntaxError...
-        raise ValueError(
-            f"{where}: {what} {file} is not an image PIL can decode ({exc}); replace the file "
-            "or remove the record."
-        ) from exc
-    return data
-
-
 def _media_files(
     names: tuple[list[str], list[str]],
     root: Path,
@@ -244,15 +205,15 @@ def _media_files(
     """The ``imgN.<ext>`` and ``vidN.fM.<ext>`` files of one record, each decoded once."""
     files: dict[str, bytes] = {}
     for n, name in enumerate(names[0]):
-        file = _media_path(root, name, "image", where, allow_absolute)
-        if not file.is_file():
+        file = media_path(root, name, "image", where, allow_absolute)
+        if not file.exists():
             raise ValueError(
                 f"{where}: image {name!r} not found (no file {file}); fix the path in the "
                 "record, or choose the folder it is relative to (--media-root / media_root=)."
             )
-        files[f"img{n}{file.suffix.lower() or '.png'}"] = _checked_image(file, where, "image")
+        files[f"img{n}{file.suffix.lower() or '.png'}"] = checked_image(file, where, "image")
     for n, name in enumerate(names[1]):
-        folder = _media_path(root, name, "video", where, allow_absolute)
+        folder = media_path(root, name, "video", where, allow_absolute)
         frames = sorted(p for p in folder.glob("*") if p.suffix.lower() in FRAME_SUFFIXES)
         if not folder.is_dir() or not frames:
             what = "is a file" if folder.is_file() else "is not a folder of frame images"
@@ -262,7 +223,9 @@ def _media_files(
                 "folder in the record and give its frame rate as 'fps'."
             )
         for m, frame in enumerate(frames):
-            data = _checked_image(frame, where, f"frame of video {name!r}")
+            what = f"frame of video {name!r}"
+            inside_root(frame, root, what, where, allow_absolute)
+            data = checked_image(frame, where, what)
             files[f"vid{n}.f{m:04d}{frame.suffix.lower()}"] = data
         counts.frames += len(frames)
     counts.images += len(names[0])
@@ -303,7 +266,9 @@ def make_conversation_dataset(
 
     ``record["image"]`` (a name or a list) and ``record["video"]`` (frame directories) are
     resolved under ``media_root``: a path that leaves it (``../x.png``) is refused, and an
-    absolute one unless ``allow_absolute_media``; every image and frame must decode. Load it
+    absolute one or one whose symlink target (file, folder or frame) leaves it unless
+    ``allow_absolute_media``; a FIFO, device or other special file is refused without being
+    opened; every image and frame must decode. Load it
     with ``ConversationPackingTaskEncoder`` (its cooker). Text-only records (no image, no video) are fine: they become text-only conversations.
     ``records`` may be ``(where, record)`` pairs from :func:`iter_llava_records` (errors then
     name the file and line); pass ``counts`` to learn what was written. Records stream to the

@@ -4,7 +4,8 @@
 From the document lengths of each row, :func:`document_metadata` builds reset position ids,
 segment ids, ``cu_seqlens`` and the rest; the adapters turn them into each kernel's arguments
 (flash-attn varlen, Megatron-Core ``PackedSeqParams``, FlexAttention ``BlockMask``, a dense
-mask, a transformers model's kwargs checked by :func:`check_model`). Example::
+mask, a transformers model's kwargs checked by :func:`check_model`, and
+:func:`check_first_batch` for the real model on its first real batch). Example::
 
     >>> meta = document_metadata([[3, 2, 1]])
     >>> meta.cu_seqlens
@@ -22,6 +23,7 @@ from energon_pack.attention._adapters import (
 )
 from energon_pack.attention._compat import ModelReport, PackingNotExactError
 from energon_pack.attention._context_parallel import cp_partition_indices
+from energon_pack.attention._first_batch import FirstBatchReport, check_first_batch
 from energon_pack.attention._flex import DEFAULT_BLOCK_SIZE
 from energon_pack.attention._masks import LocalAttention
 from energon_pack.attention._metadata import (
@@ -36,11 +38,13 @@ from energon_pack.attention._verify import check_model
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "DocumentMetadata",
+    "FirstBatchReport",
     "LocalAttention",
     "ModelReport",
     "PackingNotExactError",
     "aligned_lengths",
     "block_mask",
+    "check_first_batch",
     "check_model",
     "cp_partition_indices",
     "dense_mask",

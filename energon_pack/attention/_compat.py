@@ -328,7 +328,9 @@ def refuse_structure(config: Any) -> None:
 
 def explain_failure(model_class: type) -> None:
     """Name the mechanism of a model packing was measured to change, where it is known."""
-    if "position_ids" not in inspect.signature(model_class.forward).parameters:
+    # a subclass whose forward passes **kwargs on to a base that takes them can be given them
+    forwards = [c.__dict__["forward"] for c in model_class.__mro__ if "forward" in c.__dict__]
+    if not any("position_ids" in inspect.signature(f).parameters for f in forwards):
         raise PackingNotExactError(
             f"no position_ids in {model_class.__name__}.forward",
             "the model counts positions 0..L-1 over the whole packed row, so every document "

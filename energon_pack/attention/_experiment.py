@@ -30,7 +30,14 @@ from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS, emula
 from energon_pack.attention._metadata import document_metadata
 from energon_pack.attention._model_kwargs import hf_model_kwargs
 
-__all__ = ["ForwardFailed", "cpu_route", "experiment", "experiment_rows", "tiny_config"]
+__all__ = [
+    "ForwardFailed",
+    "cpu_route",
+    "experiment",
+    "experiment_rows",
+    "packed_vs_alone",
+    "tiny_config",
+]
 
 #: The longest row the experiment runs (packs longer than this are checked on rows this long;
 #: mechanisms that switch on past it are the rope limits ``config_report`` checks by value).
@@ -57,6 +64,9 @@ _LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers")
 #: Layers a copy keeps at most (deeper models: the shortest prefix holding every layer type).
 _MAX_LAYERS = 96
 _UNSET = object()
+#: Config floats that make train mode random (dropout, ``*_pdrop``, LayerDrop, router jitter):
+#: zero in the copy, so train mode compares like eval mode (nn.Dropout modules get p=0 too).
+_RANDOM = ("drop", "jitter")
 
 
 class ForwardFailed(Exception):
@@ -128,8 +138,8 @@ def tiny_config(config: Any, pack_size: int | None = None, *, all_layers: bool =
         params["mrope_section"] = [half // 4, (half - half // 4) // 2]
         params["mrope_section"].append(half - sum(params["mrope_section"]))
     _shrink_rope(params, old_head, _head_dim(data))
-    for name, value in data.items():  # train mode is compared too: no random masks
-        if "dropout" in name and isinstance(value, float):
+    for name, value in data.items():  # train mode is compared too: nothing random
+        if any(w in name for w in _RANDOM) and isinstance(value, float):
             data[name] = 0.0
     return type(config).from_dict(data)
 
@@ -215,8 +225,12 @@ def experiment(
             report = config_report(tiny, impl, _row_length(rows))
             worst = (0.0, 0.0, "eval")
             for mode in ("eval", "train"):
+                model.train(mode == "train")
+                for module in model.modules():
+                    if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+                        module.p = 0.0
                 try:
-                    logits, loss = _packed_vs_alone(model.train(mode == "train"), report, rows)
+                    logits, loss = packed_vs_alone(model, report, rows)
                 except Exception as err:  # noqa: BLE001 - a verdict: refused, named where known
                     raise ForwardFailed(mode) from err
                 if (logits, loss) > worst[:2] or not (logits == logits and loss == loss):
@@ -255,19 +269,23 @@ def unbuilt(model_class: type, err: Exception) -> PackingNotExactError:
     return error
 
 
-def _packed_vs_alone(
+def packed_vs_alone(
     model: torch.nn.Module, report: Any, rows: list[list[int]]
 ) -> tuple[float, float]:
-    """(max |logit diff|, |loss diff|) packed vs alone; the loss (causal LMs only) with
-    ``hf_kwargs``' labels (-100 at each document's first token and the padding) vs the
+    """(max |output diff|, |loss diff|) of ``rows`` packed vs each document alone, as the
+    model's mode is (seeded random tokens, special ids replaced). The loss (causal LMs only)
+    with ``hf_kwargs``' labels (-100 at each document's first token and the padding) vs the
     token-weighted mean of the documents' losses alone. Base models: hidden states."""
+    first = next(model.parameters(), None)
+    device = first.device if first is not None else torch.device("cpu")
     meta = document_metadata(rows, length=_row_length(rows))
     vocab = model.config.get_text_config().vocab_size
     special = [v for k, v in vars(model.config).items() if k.endswith("_token_id")]
     special = torch.tensor([s for s in special if isinstance(s, int)], dtype=torch.long)
-    tokens = torch.randint(0, vocab, meta.seq_idx.shape)
+    tokens = torch.randint(0, vocab, meta.seq_idx.shape, generator=torch.Generator().manual_seed(0))
     tokens[torch.isin(tokens, special)] = 1
     labels = torch.where((meta.position_ids > 0) & (meta.segment_ids > 0), tokens, -100)
+    meta, tokens, labels = meta.to(device), tokens.to(device), labels.to(device)
     causal_lm = _is_causal_lm(type(model))
     kwargs = hf_model_kwargs(meta, tokens, report)
     out = model(input_ids=tokens, **({"labels": labels} if causal_lm else {}), **kwargs)
@@ -280,10 +298,8 @@ def _packed_vs_alone(
             diff = (packed[r, start : start + n] - alone).abs().max()
             worst = max(worst, float(diff) if diff.isfinite() else float("inf"))
             if causal_lm and n > 1:
-                total += float(
-                    torch.nn.functional.cross_entropy(alone[:-1], doc[1:], reduction="sum")
-                )
-                count += n - 1
+                ce = torch.nn.functional.cross_entropy(alone[:-1], doc[1:], reduction="sum")
+                total, count = total + float(ce), count + n - 1
             start += n
     loss = getattr(out, "loss", None) if causal_lm else None
     return worst, 0.0 if loss is None or not count else abs(float(loss) - total / count)

@@ -33,6 +33,7 @@ from energon_pack.attention._experiment import (
     unbuilt,
 )
 from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS
+from energon_pack.attention._instance import check_instance
 
 __all__ = [
     "IMPLEMENTATIONS",
@@ -118,7 +119,11 @@ def check_model(
     Returns a :class:`ModelReport` (``verified_by`` says how); raises
     :class:`PackingNotExactError` naming the mechanism, why and what to do.
     """
-    model_or_config = unwrapped(model_or_config)
+    model_or_config, attn_implementation, measured = check_instance(
+        unwrapped(model_or_config), attn_implementation, pack_size
+    )
+    if measured is not None:  # code the class does not show, verified on the instance
+        return measured
     config = getattr(model_or_config, "config", model_or_config)
     impl = attn_implementation or getattr(config, "_attn_implementation", None) or "sdpa"
     if impl not in IMPLEMENTATIONS:

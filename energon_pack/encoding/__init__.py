@@ -28,6 +28,7 @@ from energon_pack.encoding._media_processor import (
     video_frames,
 )
 from energon_pack.encoding._overlong_policy import apply_overlong_policy
+from energon_pack.encoding._remote_code import refuse_remote_code
 from energon_pack.encoding._stats import PackingStats
 from energon_pack.encoding._tokenization import DocumentTokenizer, load_tokenizer, masked_document
 from energon_pack.encoding._video_layout import TimestampedVideos, VideoTiming
@@ -47,6 +48,7 @@ __all__ = [
     "PatchGrids",
     "processor_bos",
     "ProcessedMedia",
+    "refuse_remote_code",
     "resolve_light_media",
     "SmallPackingBufferWarning",
     "TimestampedVideos",

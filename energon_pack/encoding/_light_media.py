@@ -7,7 +7,9 @@ grid, which the processor computes from the image size (its ``smart_resize`` rul
 against the processor on probe images) and returns the grid; a planned document holds a row map
 (the image of each future pixel row), and the pixels are processed for the members of a
 selected pack only. Example, patch 14, merge 2, a 640x480 JPEG: grid ``(1, 6, 8)``, 48 rows, 12
-placeholder tokens. Docs: docs/howto/light-media.md.
+placeholder tokens. A header is not trusted alone: the planner refuses, naming the sample, an
+image whose data holds less than its header promises (:func:`check_image_data`), which energon's
+handler then skips and the stats count. Docs: docs/howto/light-media.md.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import torch
 
 from energon_pack.encoding._families import PatchGrids, SplitTiles, Tiles, vision_family
+from energon_pack.encoding._image_data import check_image_data
 from energon_pack.encoding._media_processor import ProcessedMedia, media_of
 
 __all__ = [
@@ -140,6 +143,8 @@ class MediaPlanner:
         sizes = [header_size(item) for item in items]
         if any(s is None for s in sizes):
             return None
+        for item in items:  # a header that promises more than the data holds is refused
+            check_image_data(item, key=key)
         grids = self._grid(key, self.family.grids, sizes)
         grid = torch.tensor(grids, dtype=torch.int64).view(-1, 3)
         return media_of(self.family, row_map(grid), grid, sizes)
@@ -157,6 +162,8 @@ class MediaPlanner:
             if len(sizes) != 1:
                 raise ValueError(f"sample {key!r}: video frames differ in size ({sorted(sizes)})")
             ((w, h),) = sizes
+            for frame in frames:
+                check_image_data(frame, key=key)
             grids.append(self._grid(key, self.video_grid, len(frames), w, h))
         return self._planned(grids)
 

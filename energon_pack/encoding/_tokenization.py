@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from energon_pack.encoding._remote_code import refuse_remote_code
+
 __all__ = ["DocumentTokenizer", "load_tokenizer", "masked_document"]
 
 logger = logging.getLogger(__name__)
@@ -35,19 +37,29 @@ TOKENIZER_FILES: tuple[str, ...] = (
 )
 
 
-def load_tokenizer(tokenizer: Any) -> Any:
+_TOKENIZER_OPT_IN = (
+    "if you trust its code, pass load_tokenizer(path, trust_remote_code=True) or a tokenizer "
+    "you loaded with AutoTokenizer.from_pretrained(path, trust_remote_code=True) (energon-pack "
+    "analyze: --trust-remote-code)."
+)
+
+
+def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Any:
     """Return ``tokenizer`` itself, or load it from a local directory path (offline), or from a
     Hub id (``org/name``: ``AutoTokenizer.from_pretrained``, the user's hub settings).
 
     A directory without any of :data:`TOKENIZER_FILES` is refused with a message naming it
-    (transformers would say "install sentencepiece or tiktoken", naming no path).
+    (transformers would say "install sentencepiece or tiktoken", naming no path). A directory
+    whose configs ask for remote code (an ``auto_map``) is refused unless ``trust_remote_code``
+    (then its Python files run); transformers is always called with ``trust_remote_code`` as
+    given, so it never prompts.
     """
     if isinstance(tokenizer, (str, Path)):
         from transformers import AutoTokenizer
 
         path = Path(tokenizer)
         if not path.is_dir():
-            return _load_hub_tokenizer(str(tokenizer))
+            return _load_hub_tokenizer(str(tokenizer), trust_remote_code)
         if not any((path / name).is_file() for name in TOKENIZER_FILES):
             found = sorted(p.name for p in path.iterdir())[:5]
             raise ValueError(
@@ -55,8 +67,12 @@ def load_tokenizer(tokenizer: Any) -> Any:
                 f"(what tokenizer.save_pretrained(dir) writes), found "
                 f"{', '.join(found) if found else 'an empty directory'}."
             )
+        if not trust_remote_code:
+            refuse_remote_code(path, what="tokenizer", opt_in=_TOKENIZER_OPT_IN)
         try:
-            return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            return AutoTokenizer.from_pretrained(
+                str(path), local_files_only=True, trust_remote_code=trust_remote_code
+            )
         except (OSError, ValueError, KeyError) as exc:
             raise ValueError(f"cannot load a tokenizer from {path}: {exc}") from exc
     if not callable(getattr(tokenizer, "encode", None)):
@@ -66,7 +82,7 @@ def load_tokenizer(tokenizer: Any) -> Any:
     return tokenizer
 
 
-def _load_hub_tokenizer(name: str) -> Any:
+def _load_hub_tokenizer(name: str, trust_remote_code: bool = False) -> Any:
     """A Hugging Face Hub id (``org/name``) through ``AutoTokenizer.from_pretrained``, which
     follows the user's own settings (``HF_HUB_OFFLINE``, the cache); anything else is refused."""
     from huggingface_hub.errors import HFValidationError
@@ -82,7 +98,7 @@ def _load_hub_tokenizer(name: str) -> Any:
             "tokenizer.save_pretrained(dir)."
         ) from None
     try:
-        return AutoTokenizer.from_pretrained(name)
+        return AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as exc:
         raise ValueError(
             f"tokenizer {name!r} is not a local directory and cannot be loaded as a Hub id "

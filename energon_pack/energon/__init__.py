@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Everything energon-pack does inside megatron-energon, in one place: the packing datasets the
 encoders insert in ``build_batch`` (carry-over, restorable post-encode), the wrappers that make a
-resume exact, seeded stateless hooks, skip counting and the version check. Verified with
+resume exact, seeded stateless hooks, skip counting, read errors that name the damaged shard
+(``_shard_errors``) and the version check. Verified with
 megatron-energon 7.4.1 (``_version.VERIFIED_ENERGON``); an energon upgrade is checked here.
 What each workaround avoids: docs/concepts/energon.md.
 """
@@ -19,6 +20,7 @@ from energon_pack.energon._resume_guards import (
     guard_reader,
     resumable,
 )
+from energon_pack.energon._shard_errors import DamagedShardError, install_shard_errors
 from energon_pack.energon._stateless import SeedSource, seeded_stateless
 from energon_pack.energon._version import check_energon_version
 
@@ -27,6 +29,7 @@ __all__ = [
     "build_postencode_packing_dataset",
     "building_datasets",
     "check_energon_version",
+    "DamagedShardError",
     "encode_map_dataset",
     "FatalOverlongSampleError",
     "guard_reader",
@@ -36,3 +39,6 @@ __all__ = [
     "seeded_stateless",
     "SeedSource",
 ]
+
+#: energon's tar reader names the shard (and the fix) when one is damaged.
+install_shard_errors()

@@ -20,8 +20,8 @@ def fingerprint(**parts: Any) -> dict[str, str]:
     """Flat ``{"name": "value"}`` of everything that shapes packs, for :class:`ResumeGuard`.
 
     Each keyword is one part: scalars as they are, dataclasses and plain objects by their public
-    fields (``packing.pack_size``), tokenizers by class and a digest of the vocabulary,
-    processors by class and a digest of ``to_dict()``. Example:
+    fields (``packing.pack_size``), tokenizers by class, a digest of the vocabulary and one of
+    each section of their serialized form and chat template (``tok.normalizer``), processors by class and a digest of ``to_dict()``. Example:
     ``fingerprint(num_workers=2, packing=PackingConfig(pack_size=64))`` ->
     ``{"num_workers": "2", "packing.pack_size": "64", "packing.algorithm": ..., ...}``.
     """
@@ -46,8 +46,7 @@ def _flatten(name: str, value: Any, out: dict[str, str], depth: int) -> None:
         items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
         out[name] = repr([_scalar(v) for v in items])
     elif hasattr(value, "get_vocab"):  # a tokenizer
-        vocab = sorted(value.get_vocab().items())  # not the path: a copied tokenizer is the same
-        out[name] = f"{type(value).__name__}({len(vocab)} tokens, {_digest(repr(vocab).encode())})"
+        _tokenizer(name, value, out)
     elif hasattr(value, "to_dict") and not dataclasses.is_dataclass(value):  # a processor
         config = json.dumps(value.to_dict(), sort_keys=True, default=repr).encode()
         out[name] = f"{type(value).__name__}({_digest(config)})"
@@ -63,6 +62,36 @@ def _flatten(name: str, value: Any, out: dict[str, str], depth: int) -> None:
                 _flatten(f"{name}.{key}", inner, out, depth + 1)
     else:
         out[name] = type(value).__qualname__
+
+
+#: Sections of a fast tokenizer's serialized form (``backend_tokenizer.to_str()``) that shape
+#: tokens; ``truncation`` and ``padding`` are call-time settings that a call may leave behind.
+_TOKENIZER_SECTIONS = ("normalizer", "pre_tokenizer", "model", "post_processor", "added_tokens")
+
+
+def _tokenizer(name: str, tok: Any, out: dict[str, str]) -> None:
+    """A tokenizer by class and vocabulary (``name``), each section of its full serialized form
+    (``name.normalizer``, ``name.pre_tokenizer``, ``name.model`` (merges too),
+    ``name.post_processor``, ``name.added_tokens``), its special tokens and chat template."""
+    vocab = sorted(tok.get_vocab().items())  # not the path: a copied tokenizer is the same
+    out[name] = f"{type(tok).__name__}({len(vocab)} tokens, {_digest(repr(vocab).encode())})"
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is not None:
+        serialized = json.loads(backend.to_str())
+        for section in _TOKENIZER_SECTIONS:
+            out[f"{name}.{section}"] = _digest_of(serialized.get(section))
+    else:  # a slow (Python) tokenizer: its added tokens; the rest is its class and vocabulary
+        added = getattr(tok, "added_tokens_decoder", {})
+        out[f"{name}.added_tokens"] = _digest_of({str(k): str(v) for k, v in added.items()})
+    out[f"{name}.special_tokens"] = _digest_of(getattr(tok, "special_tokens_map", None))
+    out[f"{name}.chat_template"] = _digest_of(getattr(tok, "chat_template", None))
+
+
+def _digest_of(value: Any) -> str:
+    """``None`` or a digest of ``value``'s JSON form."""
+    if value is None:
+        return "None"
+    return _digest(json.dumps(value, sort_keys=True, default=repr).encode())
 
 
 def _scalar(value: Any) -> Any:

@@ -23,7 +23,16 @@ from megatron.energon.wrappers.base import BaseWrapperDataset, get_sample_restor
 from megatron.energon.wrappers.map_dataset import MapDataset
 
 from energon_pack.energon._build_hooks import rebuilding
+from energon_pack.energon._dataset_identity import dataset_identity
 from energon_pack.energon._fingerprint import fingerprint
+from energon_pack.energon._restore_check import (
+    FINGERPRINT_FORMAT,
+    FINGERPRINT_FORMAT_KEY,
+    ResumeConfigError,
+    changes,
+    install_restore_check,
+    refusal,
+)
 
 __all__ = [
     "EncodeMapDataset",
@@ -99,10 +108,6 @@ class SourceEndGuard(_PassThrough):
         self._ended_pass = clock.passes
 
 
-class ResumeConfigError(ValueError):
-    """A saved loader state is restored with a configuration that makes different packs."""
-
-
 class ResumeGuard(_PassThrough):
     """The outermost wrapper: counts loader epochs and checks the configuration at restore.
 
@@ -135,17 +140,16 @@ class ResumeGuard(_PassThrough):
         #: energon skipped every item of the last pass (restoring to the end of the share).
         self._skipped_pass = False
 
+    def changes(self, saved: Mapping[str, str]) -> list[str]:
+        """``"name: saved -> now"`` for each entry of a saved fingerprint that differs from this
+        loader's and is not accepted."""
+        return changes(saved, self._own, self._accept)
+
     def restore_state(self, state: FlexState) -> None:
         saved = state.get("_fingerprint") if state is not None else None
-        changed = _changes(saved or {}, self._own, self._accept)
+        changed = self.changes(saved or {})
         if changed:
-            raise ResumeConfigError(
-                "The saved loader state was made with another configuration, which would give "
-                "different packs: " + "; ".join(changed) + ". Restore it with the configuration "
-                "it was saved with, or, to resume with the change on purpose, set "
-                "encoder.resume_accept_changes = {" + ", ".join(_names(changed)) + "} on the task "
-                "encoder before building the loader."
-            )
+            raise ResumeConfigError(refusal(changed, acceptable=changed))
         super().restore_state(state)
         self._fingerprint = dict(self._own)
         self._restored = True
@@ -190,23 +194,6 @@ def _passed_on(item: Any) -> bool:
     return not key or key[0] in ("SavableDatasetWrapper", "SimpleSavableDatasetWrapper")
 
 
-def _names(changed: list[str]) -> list[str]:
-    """The changed entries to accept, without those under a changed parent."""
-    names = [c.split(":", 1)[0] for c in changed]
-    return [repr(n) for n in names if not any(n.startswith(p + ".") for p in names)]
-
-
-def _changes(saved: Mapping[str, str], now: Mapping[str, str], accept: frozenset[str]) -> list[str]:
-    """``"name: saved -> now"`` for every entry that differs and is not accepted."""
-    out = []
-    for name in sorted(set(saved) | set(now)):
-        old, new = saved.get(name, "(absent)"), now.get(name, "(absent)")
-        accepted = any(name == a or name.startswith(a + ".") for a in accept) or "*" in accept
-        if old != new and not accepted:
-            out.append(f"{name}: {old} -> {new}")
-    return out
-
-
 class EncodeMapDataset(MapDataset[Any, Any]):
     """energon's ``MapDataset`` for ``encode_sample``: an interrupted generator resumes under its
     own sample index (bug 4), and re-encoding at restore counts nothing."""
@@ -247,15 +234,20 @@ def resumable(
     same clock, ``encoder._resume_clock``."""
     encoder._resume_clock = ResumeClock()
     dataset = build(worker_config=worker_config, **kwargs)
-    config_print = fingerprint(
-        encoder=encoder,
-        packing=encoder.config,
-        packing_buffer_size=kwargs.get("packing_buffer_size"),
-        shuffle_buffer_size=kwargs.get("shuffle_buffer_size"),
-        num_workers=worker_config.num_workers,
-        world_size=worker_config.world_size,
-        rank=worker_config.rank,
-    )
+    config_print = {
+        FINGERPRINT_FORMAT_KEY: FINGERPRINT_FORMAT,
+        **fingerprint(
+            encoder=encoder,
+            packing=encoder.config,
+            **{key: kwargs.get(key) for key in _LOADER_SETTINGS},
+            num_workers=worker_config.num_workers,
+            world_size=worker_config.world_size,
+            rank=worker_config.rank,
+            seed_offset=worker_config.seed_offset,
+        ),
+        **dataset_identity(kwargs.get("datasets") or ()),
+    }
+    install_restore_check()
     return ResumeGuard(
         dataset,
         clock=encoder._resume_clock,
@@ -263,6 +255,17 @@ def resumable(
         accept=frozenset(encoder.resume_accept_changes),
         worker_config=worker_config,
     )
+
+
+#: ``build_train_datasets`` arguments that shape the stream (``batch_size`` energon checks).
+_LOADER_SETTINGS = (
+    "packing_buffer_size",
+    "shuffle_buffer_size",
+    "virtual_epoch_length",
+    "blend_mode",
+    "repeat",
+    "batch_drop_last",
+)
 
 
 def guard_reader(encoder: Any, reader: SavableDataset[Any], worker_config: Any) -> SourceEndGuard:

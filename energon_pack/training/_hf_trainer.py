@@ -26,6 +26,7 @@ import torch
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from energon_pack.attention import check_first_batch as _check_first_batch
 from energon_pack.training._checkpoints import (
     LOADER_STATE_FILE,
     TRAINER_STATE_FILE,
@@ -63,6 +64,10 @@ class PackedTrainer(Trainer):
         eval_loader: packed batches for ``evaluate()``: a loader over the val split that
             ends (``make_eval_loader``); each ``evaluate()`` iterates it once.
         attn_implementation: the ``hf_kwargs`` flavour; default the model's own.
+        check_first_batch: before the first step, run the first batch through the model in
+            train mode and compare each document with it alone
+            (:func:`~energon_pack.attention.check_first_batch`; raises
+            ``PackingNotExactError`` if packing changes the model's result).
         *args, **kwargs: as for ``Trainer`` (``train_dataset`` and ``eval_dataset`` stay None).
     """
 
@@ -72,6 +77,7 @@ class PackedTrainer(Trainer):
         loader: Any,
         eval_loader: Iterable[Any] | None = None,
         attn_implementation: str | None = None,
+        check_first_batch: bool = True,
         **kwargs: Any,
     ) -> None:
         if kwargs.get("eval_dataset") is not None:
@@ -91,6 +97,7 @@ class PackedTrainer(Trainer):
         self.eval_loader = eval_loader
         self.attn_implementation = attn_implementation or self.model.config._attn_implementation
         self.args.ignore_data_skip = True
+        self._first_batch_unchecked = check_first_batch
 
     def get_train_dataloader(self) -> Any:
         return _Unsized(self.loader)
@@ -100,6 +107,9 @@ class PackedTrainer(Trainer):
     ) -> tuple[list[dict[str, Any]], torch.Tensor]:
         """The step's micro-batches as model kwargs, and their target count."""
         batches = list(itertools.islice(epoch_iterator, num_batches))
+        if self._first_batch_unchecked and batches:
+            self._first_batch_unchecked = False
+            self.check_first_batch(batches[0])
         num_items = torch.tensor(sum(b.num_target_tokens for b in batches), device=device)
         if self.args.average_tokens_across_devices and self.args.world_size > 1:
             num_items = self.accelerator.gather(num_items).sum()
@@ -108,7 +118,21 @@ class PackedTrainer(Trainer):
     def model_inputs(self, batch: Any) -> dict[str, Any]:
         """``batch`` on ``args.device`` as kwargs of the model (``batch.hf_kwargs``)."""
         batch = batch.to(self.args.device, non_blocking=True)
-        return batch.hf_kwargs(self.attn_implementation, config=self.model.config)
+        return batch.hf_kwargs(self.attn_implementation, config=self.model)
+
+    def check_first_batch(self, batch: Any) -> Any:
+        """:func:`~energon_pack.attention.check_first_batch` on ``batch`` with the model in
+        train mode, as ``model_inputs`` passes it; logs and returns the report."""
+        model, was_training = self.model_wrapped, self.model.training
+        model.train()
+        try:
+            report = _check_first_batch(
+                model, batch, self.attn_implementation, config=self.model.config
+            )
+        finally:
+            model.train(was_training)
+        logger.info("first-batch packing check passed: %s", report)
+        return report
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
         """``Trainer.train``; a resume first restores the loader from the checkpoint.

@@ -77,6 +77,12 @@ from energon_pack_tools.cli._tasks import (
     help="captioning/vqa/conversation: local transformers processor directory "
     "(preprocessor_config.json); media tokens are reported apart from text tokens.",
 )
+@click.option(
+    "--trust-remote-code",
+    is_flag=True,
+    help="Let transformers run the Python files of a --tokenizer/--processor directory whose "
+    "configs have an auto_map (refused without this flag; never asked interactively).",
+)
 @spec_options
 @buffer_size_option
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Read only N samples.")
@@ -108,6 +114,7 @@ def command(
     encoder_arg_pairs: tuple[str, ...],
     tokenizer: Path | None,
     processor: Path | None,
+    trust_remote_code: bool,
     spec: PackingSpec,
     buffer_size: int,
     limit: int | None,
@@ -132,7 +139,13 @@ def command(
         if encoder_ref is None:
             if encoder_args_file is not None or encoder_arg_pairs:
                 raise click.UsageError("--encoder-arg(s) are for --encoder MODULE:CLASS.")
-            encoder, notes = build_encoder(task, spec, tokenizer=tokenizer, processor=processor)
+            encoder, notes = build_encoder(
+                task,
+                spec,
+                tokenizer=tokenizer,
+                processor=processor,
+                trust_remote_code=trust_remote_code,
+            )
             check_sample_type(dataset, task)
         else:
             ctx = click.get_current_context()
@@ -140,7 +153,12 @@ def command(
                 raise click.UsageError("give --task or --encoder, not both.")
             args = encoder_args(encoder_args_file, encoder_arg_pairs)
             encoder, notes = load_encoder(
-                encoder_ref, args, spec, tokenizer=tokenizer, processor=processor
+                encoder_ref,
+                args,
+                spec,
+                tokenizer=tokenizer,
+                processor=processor,
+                trust_remote_code=trust_remote_code,
             )
         for note in notes:
             click.echo(note, err=True)

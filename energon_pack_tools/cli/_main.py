@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "_analyze_command",
     "demo": "_demo_command",
     "make-dataset": "_make_dataset_command",
+    "check": "_check_command",
 }
 
 
@@ -46,6 +47,7 @@ def main() -> None:
       energon-pack make-dataset OUT FILES...   text/JSONL files -> an energon dataset
       energon-pack analyze OUT --tokenizer DIR --pack-size N --buffer-size B
       energon-pack simulate LENGTHS_FILE ...   the same from a list of token counts
+      energon-pack check DATASET               damaged shards, bad or duplicate keys
     """
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from energon_pack_tools._datasets import JSON_TOO_DEEP
 from energon_pack_tools.cli._make_conversations import write_conversations
 from energon_pack_tools.cli._make_sft import write_sft
 from energon_pack_tools.cli._output import plural, writing_dataset
@@ -102,6 +103,8 @@ def _jsonl_documents(path: Path, field: str) -> Iterator[str]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg}).") from exc
+            except RecursionError as exc:  # json.loads recurses once per nesting level
+                raise ValueError(f"{path}:{lineno}: {JSON_TOO_DEEP}") from exc
             if not isinstance(record, dict):
                 raise ValueError(
                     f"{path}:{lineno}: expected a JSON object per line, got "
@@ -230,8 +233,9 @@ TASKS = ("text", "sft", "conversation")
 @click.option(
     "--allow-absolute-media",
     is_flag=True,
-    help="--task conversation: also read absolute image/video paths (by default only paths "
-    "under --media-root are read; one leaving it is always refused).",
+    help="--task conversation: also read absolute image/video paths and symlinks whose target "
+    "leaves --media-root (by default a path is judged by its resolved target and only files "
+    "under --media-root are read; a '../' path is always refused).",
 )
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=1000, show_default=True)
 def command(

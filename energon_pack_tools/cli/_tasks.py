@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
 import os
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
 import click
 
 from energon_pack.algorithms import PackingSpec
+from energon_pack_tools.cli._processors import load_processor, tokenizer_argument
 
 __all__ = [
     "MEDIA_TASKS",
@@ -67,87 +66,6 @@ def check_sample_type(dataset: Path, task: str) -> None:
     )
 
 
-def load_processor(path: Path) -> tuple[Any, Any, list[str]]:
-    """``(processor, video_processor or None, notes)`` from a local processor directory: the
-    image processor, or for InternVL, Gemma 3 and PaliGemma it with the tokens per tile or image
-    (``image_seq_length``) and ``processor_class``, for Idefics3 and LLaVA the whole processor (see
-    :func:`~energon_pack.encoding.vision_family`).
-
-    Raises:
-        click.UsageError: no processor config, or a processor family packing cannot serve.
-    """
-    from types import SimpleNamespace
-
-    from transformers import AutoImageProcessor
-
-    from energon_pack.encoding import family_for, transformers_class, vision_family
-
-    configs = [path / "preprocessor_config.json", path / "processor_config.json"]
-    if not any(c.is_file() for c in configs):
-        raise click.UsageError(
-            f"--processor {path}: no preprocessor_config.json or processor_config.json; give a "
-            "local transformers processor directory (what processor.save_pretrained(DIR) or "
-            "image_processor.save_pretrained(DIR) writes)."
-        )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "use_fast" and backend notices
-        image_processor = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
-    config = json.loads(configs[1].read_text()) if configs[1].is_file() else {}
-    # InternVL and Gemma 3 save it in processor_config.json, PaliGemma on its image processor
-    seq = config.get("image_seq_length", getattr(image_processor, "image_seq_length", None))
-    processor = (
-        image_processor
-        if seq is None
-        else SimpleNamespace(
-            image_processor=image_processor,
-            image_seq_length=int(seq),
-            processor_class=config.get("processor_class"),
-        )
-    )
-    if str(config.get("processor_class")).startswith(("LlavaNext", "LlavaOnevision", "SmolVLM")):
-        processor = _images_only(path, config, image_processor)
-    elif "image_seq_len" in config:  # Idefics3: the processor itself lays out the tile markers
-        from transformers import AutoProcessor
-
-        processor = AutoProcessor.from_pretrained(str(path), local_files_only=True)
-    try:
-        vision_family(processor)
-        if config.get("processor_class"):  # the processor the directory names is registered too
-            family_for(config["processor_class"], transformers_class(image_processor) or "")
-    except ValueError as e:
-        raise click.UsageError(f"--processor {path}: {e}") from e
-    notes: list[str] = []
-    video = None
-    if (path / "video_preprocessor_config.json").is_file():
-        try:
-            from transformers import AutoVideoProcessor
-
-            video = AutoVideoProcessor.from_pretrained(str(path), local_files_only=True)
-        except ImportError:
-            notes.append(
-                f"note: {path / 'video_preprocessor_config.json'} needs torchvision (not "
-                "installed); video frames go through the image processor, so video token "
-                "counts follow its pixel limits."
-            )
-    return processor, video, notes
-
-
-def _images_only(path: Path, config: dict[str, Any], image_processor: Any) -> Any:
-    """A LLaVA-NeXT / -OneVision or SmolVLM processor from ``path`` without its video processor
-    (which needs torchvision; these families take images only)."""
-    import transformers
-
-    base = getattr(transformers, config["processor_class"])
-    attributes = classmethod(lambda cls: ["image_processor", "tokenizer"])
-    cls = type(base.__name__, (base,), {"get_attributes": attributes})
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    skip = ("image_processor", "video_processor", "processor_class")
-    kwargs = {k: v for k, v in config.items() if k not in skip}
-    if "video_processor" in base.__init__.__code__.co_varnames:
-        kwargs["video_processor"] = None
-    return cls(image_processor, tokenizer, **kwargs)
-
-
 def _tokenizer_dir(task: str, tokenizer: Path | None, processor: Path | None) -> Path:
     """``--tokenizer``, or for the media tasks the processor directory when it has one."""
     if tokenizer is not None:
@@ -159,12 +77,18 @@ def _tokenizer_dir(task: str, tokenizer: Path | None, processor: Path | None) ->
 
 
 def build_encoder(
-    task: str, spec: PackingSpec, *, tokenizer: Path | None, processor: Path | None
+    task: str,
+    spec: PackingSpec,
+    *,
+    tokenizer: Path | None,
+    processor: Path | None,
+    trust_remote_code: bool = False,
 ) -> tuple[Any, list[str]]:
     """The packing task encoder for ``task`` with ``spec``, and notes to print.
 
     Raises:
-        click.UsageError: a missing or misplaced ``--processor`` / ``--tokenizer``.
+        click.UsageError: a missing or misplaced ``--processor`` / ``--tokenizer``, or a
+            directory that needs remote code without ``trust_remote_code``.
         ValueError: the tokenizer lacks a placeholder token, and the like (from the encoder).
     """
     import energon_pack.task_encoders as te
@@ -176,14 +100,17 @@ def build_encoder(
                 f"--processor is for --task {'/'.join(MEDIA_TASKS)}; --task {task} has no media."
             )
         cls = te.LLMPackingTaskEncoder if task == "text" else te.SFTPackingTaskEncoder
-        return cls(str(_tokenizer_dir(task, tokenizer, None)), config=spec, log_every=0), []
+        tok = tokenizer_argument(_tokenizer_dir(task, tokenizer, None), trust_remote_code)
+        return cls(tok, config=spec, log_every=0), []
     if processor is None:
         raise click.UsageError(
             f"--task {task} needs --processor DIR (a local transformers processor directory "
             "with preprocessor_config.json) to count image and video tokens."
         )
-    tok = str(_tokenizer_dir(task, tokenizer, processor))
-    image_processor, video_processor, notes = load_processor(processor)
+    image_processor, video_processor, notes = load_processor(
+        processor, trust_remote_code=trust_remote_code
+    )
+    tok = tokenizer_argument(_tokenizer_dir(task, tokenizer, processor), trust_remote_code)
     tokens = vision_family(image_processor).default_tokens
     if task == "captioning":
         return te.CaptioningPackingTaskEncoder(
@@ -228,6 +155,7 @@ def load_encoder(
     *,
     tokenizer: Path | None,
     processor: Path | None,
+    trust_remote_code: bool = False,
 ) -> tuple[Any, list[str]]:
     """``--encoder module:Class``: the user's ``PackingTaskEncoder`` subclass, built with
     ``args``, ``tokenizer=`` / ``image_processor=`` (from the options) and ``config=spec``.
@@ -266,9 +194,11 @@ def load_encoder(
         raise click.UsageError(f"--encoder-arg(s) {', '.join(clash)}: give them as {flags}.")
     kwargs, notes = dict(args), []
     if tokenizer is not None:
-        kwargs.setdefault("tokenizer", str(tokenizer))
+        kwargs.setdefault("tokenizer", tokenizer_argument(tokenizer, trust_remote_code))
     if processor is not None:
-        image_processor, video_processor, notes = load_processor(processor)
+        image_processor, video_processor, notes = load_processor(
+            processor, trust_remote_code=trust_remote_code
+        )
         kwargs.setdefault("image_processor", image_processor)
         if video_processor is not None:
             kwargs.setdefault("video_processor", video_processor)

@@ -77,6 +77,8 @@ REFUSED = {
 }
 #: Cells refused in one implementation only: the experiment measured them wrong (or failing).
 REFUSED_CELLS = {
+    # eval mode is exact from transformers 5.24; train mode is not (measured, 0.7)
+    ("gpt-neo", "flash_attention_2"): "GPTNeoForCausalLM with flash_attention_2",
     ("falcon (rotary)", "flash_attention_2"): "FalconForCausalLM with flash_attention_2",
     ("moshi (unused sliding_window)", "sdpa"): "MoshiForCausalLM with sdpa",
     ("moshi (unused sliding_window)", "eager"): "MoshiForCausalLM with eager",
@@ -88,10 +90,16 @@ REFUSED_CELLS = {
 REFUSED_CELLS.update(
     {("whisper decoder", i): f"WhisperForCausalLM with {i}" for i in IMPLEMENTATIONS}
 )
-if _TRANSFORMERS < (5, 24):  # GPT-J's and GPT-Neo's flash routes pass cu_seq_lens from 5.24
+if _TRANSFORMERS < (5, 24):  # GPT-J's flash route passes cu_seq_lens from 5.24 on
     REFUSED_CELLS[("gpt-j", "flash_attention_2")] = "GPTJForCausalLM with flash_attention_2"
-    REFUSED_CELLS[("gpt-neo", "flash_attention_2")] = "GPTNeoForCausalLM with flash_attention_2"
 _CELLS: dict[tuple[str, str], Cell] = {}
+#: How a matrix cell is answered: from verified.json on the versions it was proven on, else by
+#: the experiment (CI also runs these tests on the declared transformers floor).
+_MATRIX_OR_COPY = (
+    "family matrix (transformers "
+    if _verdicts.table_versions() == _verdicts.installed()
+    else "tiny copy"
+)
 
 
 @pytest.fixture
@@ -177,12 +185,13 @@ class UnbuildableLlama(transformers.LlamaForCausalLM):
 def test_a_mechanism_never_seen_is_measured_and_refused() -> None:
     config = transformers.LlamaConfig(hidden_size=128, num_hidden_layers=2, vocab_size=300)
     assert check_model(transformers.LlamaForCausalLM(config), "sdpa").verified_by.startswith(
-        "family matrix (transformers "
+        _MATRIX_OR_COPY
     )
     with pytest.raises(PackingNotExactError, match=r"CumsumLlama with sdpa.*max output difference"):
         check_model(CumsumLlama(config), "sdpa")
-    with pytest.raises(PackingNotExactError, match=r"could not verify.*already small"):
-        check_model(UnbuildableLlama(config), "eager")
+    # a class transformers does not define is measured on the instance itself
+    report = check_model(UnbuildableLlama(config), "sdpa")
+    assert report.verified_by.startswith("the instance itself")
     with pytest.raises(PackingNotExactError, match=r"unknown model class.*check_model\(model"):
         check_model(transformers.MllamaTextConfig(), "sdpa")
 
@@ -202,7 +211,7 @@ def test_wrapped_models_are_checked_as_the_model_inside() -> None:
 def test_a_7b_config_is_checked_on_a_tiny_copy_and_cached() -> None:
     # no 7B weights are built: the registry answers for Llama, a tiny copy for the rest
     report = check_model(transformers.LlamaConfig(), "sdpa", pack_size=4096)
-    assert report.verified_by.startswith("family matrix")
+    assert report.verified_by.startswith(_MATRIX_OR_COPY)
     config = transformers.MistralConfig(attention_bias=True)  # a flag the matrix has not seen
     report = check_model(config, "sdpa", pack_size=8192)
     assert report.verified_by.startswith("tiny copy") and report.local == {

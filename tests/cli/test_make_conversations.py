@@ -174,7 +174,8 @@ def test_media_paths_outside_the_media_root_are_refused(tmp_path: Path) -> None:
     """A downloaded record must not copy other local files into a dataset: ``../`` and absolute
     paths are refused naming file:line and the record (absolute ones are read only with
     --allow-absolute-media), a file that is not an image is refused before anything is written,
-    and a symlink the user made inside the media root is still followed."""
+    and a symlink whose target stays inside the media root is still followed (one leaving it:
+    tests/cli/test_media_safety.py)."""
     media = tmp_path / "media"
     files = write_llava_media(media)
     (tmp_path / "secret.png").write_bytes(files["a.png"])  # a real image, outside the root
@@ -182,8 +183,9 @@ def test_media_paths_outside_the_media_root_are_refused(tmp_path: Path) -> None:
     (media / "frames").mkdir()
     (media / "frames" / "0000.png").write_bytes(files["a.png"])
     (media / "frames" / "0001.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
-    (media / "linked.png").symlink_to(tmp_path / "secret.png")  # made by the user: allowed
+    (media / "linked.png").symlink_to(media / "a.png")  # target inside the root: allowed
     (media / "linked_dir").symlink_to(media / "sub", target_is_directory=True)
+    (media / "linked_out.png").symlink_to(tmp_path / "secret.png")
     src = tmp_path / "llava.jsonl"
     out = tmp_path / "out"
 
@@ -215,6 +217,7 @@ def test_media_paths_outside_the_media_root_are_refused(tmp_path: Path) -> None:
 
     for name, options in [
         ("linked.png", ()),
+        ("linked_out.png", ("--allow-absolute-media",)),  # target outside: only when opted in
         ("linked_dir/b.png", ()),
         ("sub/./x/../b.png", ()),  # normalised as written: sub/b.png
         (absolute, ("--allow-absolute-media",)),

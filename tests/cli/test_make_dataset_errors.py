@@ -171,3 +171,30 @@ def test_lone_surrogate_names_file_and_line(tmp_path: Path) -> None:
     assert res.exit_code == 1
     assert f"{src}:2: field 'text' holds a lone surrogate ('\\ud800' at character 4)" in line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("task", "suffix", "record"),
+    [
+        ("text", ".jsonl", '{"text": "x", "n": %s}'),
+        ("sft", ".jsonl", '{"prompt": "p", "response": "r", "n": %s}'),
+        ("conversation", ".jsonl", '{"messages": [{"role": "user", "content": "q"}], "n": %s}'),
+        ("conversation", ".json", '[{"conversations": [], "n": %s}]'),
+    ],
+)
+def test_json_nested_10k_deep_names_file_and_line(
+    tmp_path: Path, task: str, suffix: str, record: str
+) -> None:
+    """Valid JSON that ``json.loads`` cannot read (RecursionError): one line naming the place."""
+    src = tmp_path / f"deep{suffix}"
+    deep = record % ("[" * 10_000 + "]" * 10_000)
+    fine = record % "1"  # the same record, not nested: line 1 is read before line 2 fails
+    src.write_text(deep if suffix == ".json" else fine + "\n" + deep + "\n")
+    res = CliRunner().invoke(command, [str(tmp_path / "out"), str(src), "--task", task])
+    line = _one_line_error(res.output)
+    where = f"{src}" if suffix == ".json" else f"{src}:2"
+    assert line == (
+        f"Error: {where}: JSON nested too deeply to read (more than about 1000 levels of "
+        "lists/objects); flatten or remove the record."
+    )
+    assert res.exit_code == 1 and not (tmp_path / "out").exists()

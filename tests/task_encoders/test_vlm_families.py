@@ -106,6 +106,15 @@ def test_registered_instances_are_accepted(tmp_path, tokenizer_dir) -> None:
         assert isinstance(family, VisionFamily)  # every declared member is there
 
 
+def test_remote_code_subclasses_are_refused_by_their_own_name() -> None:
+    """A class loaded with ``trust_remote_code`` lives in ``transformers_modules``: it may change
+    anything of the registered class it derives from, so it is refused by its own name."""
+    base = type(make_image_processor())
+    remote = type("RemoteQwenImageProcessor", (base,), {"__module__": "transformers_modules.x.y"})
+    with pytest.raises(ValueError, match="^RemoteQwenImageProcessor .*not a registered"):
+        vision_family(remote(max_pixels=112 * 112))
+
+
 @pytest.mark.parametrize(("model", "name"), UNREGISTERED, ids=[n for _, n in UNREGISTERED])
 def test_unregistered_image_processors_are_refused_by_class(model: str, name: str) -> None:
     image_processor = _pil_image_processor(model, name)

@@ -54,9 +54,13 @@ def video_families() -> list[str]:
 
 
 def transformers_class(obj: Any) -> str | None:
-    """The name of the first class of ``obj``'s MRO defined in transformers, else None."""
+    """The class name the registry looks up for ``obj``: the first class of its MRO defined in
+    transformers (a user's subclass is served as its transformers base), or the first one loaded
+    as remote code (``transformers_modules``: never registered, so refused by its own name);
+    None when neither is there."""
     for cls in type(obj).__mro__:
-        if cls.__module__.split(".")[0] == "transformers":
+        top = cls.__module__.split(".")[0]
+        if top in ("transformers", "transformers_modules"):
             return cls.__name__
     return None
 

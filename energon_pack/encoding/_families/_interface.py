@@ -15,13 +15,25 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["StackedItems", "VisionFamily", "size_value"]
+__all__ = ["StackedItems", "VisionFamily", "size_value", "transformers_class"]
 
 
 def size_value(size: Any, name: str) -> int | None:
     """``size[name]`` of a processor's ``size`` dict (or ``SizeDict``), None where absent."""
     value = size.get(name) if isinstance(size, dict) else getattr(size, name, None)
     return None if value is None else int(value)
+
+
+def transformers_class(obj: Any) -> str | None:
+    """The class name the registry looks up for ``obj``: the first class of its MRO defined in
+    transformers (a user's subclass is served as its transformers base), or the first one loaded
+    as remote code (``transformers_modules``: never registered, so refused by its own name);
+    None when neither is there."""
+    for cls in type(obj).__mro__:
+        top = cls.__module__.split(".")[0]
+        if top in ("transformers", "transformers_modules"):
+            return cls.__name__
+    return None
 
 
 @runtime_checkable

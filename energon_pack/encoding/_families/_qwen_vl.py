@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from energon_pack.encoding._families._interface import size_value
+from energon_pack.encoding._families._interface import size_value, transformers_class
 
 __all__ = ["PatchGrids"]
 
@@ -89,8 +89,6 @@ class PatchGrids:
 
     def timestamps_videos(self, video_processor: Any) -> bool:
         """Qwen3-VL's video processor (exact class) stamps each temporal patch with its time."""
-        from energon_pack.encoding._families._registry import transformers_class
-
         return transformers_class(video_processor) == "Qwen3VLVideoProcessor"
 
     def grids(self, sizes: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:

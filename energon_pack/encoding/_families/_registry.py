@@ -17,7 +17,7 @@ from typing import Any
 
 from energon_pack.encoding._families._gemma3 import Images
 from energon_pack.encoding._families._idefics3 import SmolVLMTiles, SplitTiles
-from energon_pack.encoding._families._interface import VisionFamily
+from energon_pack.encoding._families._interface import VisionFamily, transformers_class
 from energon_pack.encoding._families._internvl import Tiles
 from energon_pack.encoding._families._llava_next import Anyres, AnyresDocuments
 from energon_pack.encoding._families._paligemma import PrefixImages
@@ -51,18 +51,6 @@ ADD_A_FAMILY = "docs/howto/add-a-family.md"
 def video_families() -> list[str]:
     """The names of the registered families that take videos (``["qwen2-vl"]``)."""
     return [f.name for f in FAMILIES if f.videos]
-
-
-def transformers_class(obj: Any) -> str | None:
-    """The class name the registry looks up for ``obj``: the first class of its MRO defined in
-    transformers (a user's subclass is served as its transformers base), or the first one loaded
-    as remote code (``transformers_modules``: never registered, so refused by its own name);
-    None when neither is there."""
-    for cls in type(obj).__mro__:
-        top = cls.__module__.split(".")[0]
-        if top in ("transformers", "transformers_modules"):
-            return cls.__name__
-    return None
 
 
 def _served() -> str:

@@ -6,7 +6,14 @@ light buffers that plan from image headers, pixels written in place). Nothing he
 """
 
 from energon_pack.encoding._buffer_size import SmallPackingBufferWarning, warn_if_buffer_too_small
-from energon_pack.encoding._families import PatchGrids, vision_family
+from energon_pack.encoding._chat_template import processor_bos
+from energon_pack.encoding._families import (
+    PatchGrids,
+    VisionFamily,
+    family_for,
+    transformers_class,
+    vision_family,
+)
 from energon_pack.encoding._light_media import (
     check_planned,
     high_bit_depth_modes,
@@ -36,6 +43,7 @@ __all__ = [
     "check_planned",
     "DocumentTokenizer",
     "expand_placeholders",
+    "family_for",
     "high_bit_depth_modes",
     "images_only_class",
     "kept_items",
@@ -45,15 +53,18 @@ __all__ = [
     "MediaProcessor",
     "PackingStats",
     "PatchGrids",
+    "processor_bos",
     "ProcessedMedia",
     "processor_classes_of",
     "refuse_remote_code",
     "resolve_light_media",
     "SmallPackingBufferWarning",
     "TimestampedVideos",
+    "transformers_class",
     "to_pil_image",
     "video_frames",
     "VideoTiming",
+    "VisionFamily",
     "vision_family",
     "warn_if_buffer_too_small",
 ]

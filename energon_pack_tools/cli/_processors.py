@@ -35,7 +35,7 @@ def load_processor(path: Path, *, trust_remote_code: bool = False) -> tuple[Any,
     import transformers
     from transformers import AutoImageProcessor
 
-    from energon_pack.encoding import vision_family
+    from energon_pack.encoding import family_for, transformers_class, vision_family
 
     configs = [path / "preprocessor_config.json", path / "processor_config.json"]
     if not any(c.is_file() for c in configs):
@@ -78,6 +78,8 @@ def load_processor(path: Path, *, trust_remote_code: bool = False) -> tuple[Any,
         processor = whole or _whole(path, trust_remote_code)
     try:
         vision_family(processor)
+        if config.get("processor_class"):  # the processor the directory names is registered too
+            family_for(config["processor_class"], transformers_class(image_processor) or "")
     except ValueError as e:
         raise click.UsageError(f"--processor {path}: {e}") from e
     notes: list[str] = []

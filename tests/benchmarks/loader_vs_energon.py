@@ -122,7 +122,9 @@ def build(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> An
     common = {"num_workers": args.workers, "shuffle_buffer_size": 100}
     if name == "plain":
         enc = PlainEncoder(tokenizer)
-        return make_loader(path, enc, packing_buffer_size=None, batch_size=args.plain_batch, **common)
+        return make_loader(
+            path, enc, packing_buffer_size=None, batch_size=args.plain_batch, **common
+        )
     carry = CarryOver() if name == "carry-over" else None
     enc = LLMPackingTaskEncoder(
         tokenizer, pack_size=PACK_SIZE, overlong="split", carry_over=carry, log_every=0

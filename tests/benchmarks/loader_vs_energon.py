@@ -40,6 +40,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 import torch  # noqa: E402
 from megatron.energon import Batch, Sample, TaskEncoder, TextSample, edataclass, stateless  # noqa: E402
@@ -76,8 +77,8 @@ class PlainEncoder(TaskEncoder[TextSample, PlainDocument, PlainBatch, PlainBatch
     @stateless
     def encode_sample(self, sample: TextSample) -> PlainDocument:
         text = sample.text.decode() if isinstance(sample.text, bytes) else sample.text
-        ids = self.tokenizer.encode(text)
-        return PlainDocument.derive_from(sample, tokens=torch.tensor(ids, dtype=torch.int64))
+        ids = np.array(self.tokenizer.encode(text), dtype=np.int64)  # as fast as energon-pack's
+        return PlainDocument.derive_from(sample, tokens=torch.from_numpy(ids))
 
     @stateless
     def batch(self, samples: list[PlainDocument]) -> PlainBatch:
@@ -156,14 +157,13 @@ def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> di
     loader = build(name, tokenizer, path, args)
     real = slots = 0
     stamps = []
-    cpu1 = cpu0
     for batch in loader:
         stamps.append(time.perf_counter())
         r, s = real_tokens(batch)
         real, slots = real + r, slots + s
         if args.step_us_per_token:
             time.sleep(s * args.step_us_per_token * 1e-6)
-        cpu1 = cpu_seconds()  # before the workers exit
+    cpu1 = cpu_seconds()  # the loader (and its workers) still alive
     wall = time.perf_counter() - start
     gaps = sorted(b - a for a, b in zip(stamps, stamps[1:])) or [0.0]
     return {

@@ -94,8 +94,10 @@ def _wrap_function(
 ) -> Callable[..., Any]:
     @functools.wraps(fn)
     def seeded(*args: Any, **kwargs: Any) -> Any:
+        if seed_if is not None and not seed_if(args[0]):
+            return fn(*args, **kwargs)
         seed = current_seed_args(seed_from, args)
-        if seed is None or (seed_if is not None and not seed_if(args[0])):
+        if seed is None:
             return fn(*args, **kwargs)
         outer = SystemRng.save_state()
         _seed_cpu_rngs(*seed)
@@ -153,11 +155,12 @@ def _wrap_generator(
 
     @functools.wraps(fn)
     def seeded(*args: Any, **kwargs: Any) -> Generator[Any, None, None]:
-        seed = current_seed_args(seed_from, args)
-        if seed is None:
+        if WorkerConfig.active_worker_config is None:  # outside a loader: unseeded
             yield from fn(*args, **kwargs)
             return
-        switch = _Switch(seed) if seed_if is None or seed_if(args[0]) else _NoSwitch()
+        switch: _Switch | _NoSwitch = _NoSwitch()
+        if seed_if is None or seed_if(args[0]):
+            switch = _Switch(current_seed_args(seed_from, args))  # type: ignore[arg-type]
         it = iter(fn(*args, **kwargs))
         ahead: list[Any] = []  # the item computed ahead, if any (run_ahead only)
         error: Exception | None = None  # raised while computing the item ahead

@@ -15,8 +15,9 @@ when installed, else a word-level tokenizer trained on the corpus):
 
 Every loader is rebuilt for each epoch (``repeat=False``) and the three run in turn, round after
 round, so background load hits them alike. Per loader: median wall and CPU (this process and
-its workers) per real token, the ratio to ``plain`` per round (median), the time to the first
-batch, and p50/p99 gaps between batches. ``--step-us-per-token`` sleeps after each batch for
+its workers) per real token, the ratio to ``plain`` per round (median), the time spent building
+the loader (energon-pack: the resume fingerprint) and to the first batch (build included), and
+p50/p99 gaps between batches. ``--step-us-per-token`` sleeps after each batch for
 that many microseconds per delivered slot (a simulated accelerator step). ``--profile NAME``
 prints a cProfile of one epoch of that loader instead. Run::
 
@@ -155,6 +156,7 @@ def cpu_seconds() -> float:
 def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> dict[str, float]:
     start, cpu0 = time.perf_counter(), cpu_seconds()
     loader = build(name, tokenizer, path, args)
+    built = time.perf_counter() - start
     real = slots = 0
     stamps = []
     for batch in loader:
@@ -171,6 +173,7 @@ def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> di
         "cpu": cpu1 - cpu0,
         "real": real,
         "fill": real / slots,
+        "build": built,
         "first": stamps[0] - start,
         "p50": gaps[len(gaps) // 2],
         "p99": gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))],
@@ -226,7 +229,7 @@ def main() -> None:
     )
     header = (
         f"{'loader':<13} {'real tokens':>11} {'fill':>6} {'wall s':>7} {'CPU s':>7} "
-        f"{'wall ns/tok':>11} {'CPU ns/tok':>10} {'wall x':>7} {'CPU x':>6} {'first s':>7} "
+        f"{'wall ns/tok':>11} {'CPU ns/tok':>10} {'wall x':>7} {'CPU x':>6} {'build s':>7} {'first s':>7} "
         f"{'p50 ms':>7} {'p99 ms':>7}"
     )
     print(header)

@@ -11,6 +11,7 @@ and ``batch`` (``collate_packs``, rows padded to ``pack_size``). Media encoders 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,14 @@ class PackingConfig(PackingSpec):
         return cls(**knobs, **fields)
 
 
+@functools.cache
+def _encode_draws_random(cls: type) -> bool:
+    """False only when the class that defines ``cls.encode_document`` declares, in its own body,
+    ``encode_draws_random = False``."""
+    owner = next(c for c in cls.__mro__ if "encode_document" in vars(c))
+    return bool(vars(owner).get("encode_draws_random", True))
+
+
 class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic[T_sample]):
     """Generic packing task encoder; subclasses implement :meth:`encode_document`.
 
@@ -93,6 +102,11 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     #: ``{"*"}``) that may differ between a saved loader state and the loader restoring it; set
     #: it on the encoder before building the loader to resume with a change on purpose.
     resume_accept_changes: frozenset[str] = frozenset()
+    #: Whether :meth:`encode_document` may draw random numbers (``random``, NumPy, torch):
+    #: ``encode_sample`` then seeds them from the sample's restore key and restores the caller's
+    #: state after it. A class that sets False in its own body vouches for its own
+    #: ``encode_document`` only: a subclass that overrides it is seeded unless it says False too.
+    encode_draws_random: bool = True
 
     def __init__(self, config: PackingSpec | None = None, **config_fields: Any) -> None:
         if config is None:
@@ -126,7 +140,13 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
     # -- energon hooks -----------------------------------------------------------------------
 
-    @seeded_stateless(seed_from=SeedSource.RESTORE_KEY, run_ahead=True)
+    def _seeds_encode(self) -> bool:
+        """Whether ``encode_sample`` seeds the RNGs (see :attr:`encode_draws_random`)."""
+        return self.encode_draws_random or _encode_draws_random(type(self))
+
+    @seeded_stateless(
+        seed_from=SeedSource.RESTORE_KEY, run_ahead=True, seed_if=lambda self: self._seeds_encode()
+    )
     def encode_sample(self, sample: T_sample) -> Generator[EncodedSample, None, None]:
         """Encode, drop empty documents, apply the over-long policy (yields 0..n documents).
 

@@ -10,6 +10,7 @@ What each workaround avoids: docs/concepts/energon.md.
 from energon_pack.energon._build_hooks import (
     FatalOverlongSampleError,
     building_datasets,
+    rebuilding,
     restoring_item,
 )
 from energon_pack.energon._carry_over_dataset import build_carry_over_dataset
@@ -21,6 +22,7 @@ from energon_pack.energon._resume_guards import (
     resumable,
 )
 from energon_pack.energon._shard_errors import DamagedShardError, install_shard_errors
+from energon_pack.energon._size_blend import SizeBlendDataset, size_blending
 from energon_pack.energon._stateless import SeedSource, seeded_stateless
 from energon_pack.energon._version import check_energon_version
 
@@ -33,11 +35,14 @@ __all__ = [
     "encode_map_dataset",
     "FatalOverlongSampleError",
     "guard_reader",
+    "rebuilding",
     "restoring_item",
     "resumable",
     "ResumeConfigError",
     "seeded_stateless",
     "SeedSource",
+    "SizeBlendDataset",
+    "size_blending",
 ]
 
 #: energon's tar reader names the shard (and the fix) when one is damaged.

@@ -44,6 +44,7 @@ from energon_pack.samples import (
     collate_packs,
     pack_documents,
 )
+from energon_pack.task_encoders._blend_size import blend_description, blending, raw_sample_size
 
 __all__ = ["PackingConfig", "PackingTaskEncoder"]
 
@@ -93,6 +94,10 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     #: ``{"*"}``) that may differ between a saved loader state and the loader restoring it; set
     #: it on the encoder before building the loader to resume with a change on purpose.
     resume_accept_changes: frozenset[str] = frozenset()
+    #: Make a metadataset's ``blend:`` weights hold in sizes instead of samples: None (energon's
+    #: sample-weighted blend), ``"tokens"``, ``"bytes"`` or a callable ``raw_sample -> int``;
+    #: overriding :meth:`blend_sample_size` turns it on too. docs/howto/blends.md.
+    blend_size: Any = None
 
     def __init__(self, config: PackingSpec | None = None, **config_fields: Any) -> None:
         if config is None:
@@ -263,11 +268,22 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         """Pack slots a document occupies: its length rounded up to the alignment."""
         return self.config.slots(len(sample.tokens))
 
+    def blend_sample_size(self, raw_sample: Any) -> int:
+        """Hook (energon PR #238's name): the size a raw sample adds to its dataset's share of a
+        size-weighted blend, under :attr:`blend_size` (e.g. its token count)."""
+        return raw_sample_size(self, raw_sample)
+
+    def fingerprint_extras(self) -> dict[str, str]:
+        """Resume fingerprint entries beyond the encoder's fields: what a blend weighs."""
+        blend = blend_description(self)
+        return {} if blend is None else {"blend_size": blend}
+
     def build_train_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
         """energon's, with every stage's error handler counting skipped samples in
-        ``stats.skipped`` (:func:`~energon_pack.energon.building_datasets`) and the guards of
-        :mod:`energon_pack.energon` for exact resume."""
-        with building_datasets(self, worker_config):
+        ``stats.skipped`` (:func:`~energon_pack.energon.building_datasets`), the guards of
+        :mod:`energon_pack.energon` for exact resume, and a size-weighted blend if asked for
+        (:attr:`blend_size`)."""
+        with building_datasets(self, worker_config), blending(self, kwargs):
             return resumable(self, super().build_train_datasets, worker_config, kwargs)
 
     def build_val_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:

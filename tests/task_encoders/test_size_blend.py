@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Size-weighted blends (issue 33): a metadataset's ``blend:`` weights hold in tokens over an
+epoch-sized run (the sample-weighted blend's skew beside it), a save/restore mid-run gives the
+uninterrupted stream, and a changed weight or blend size is refused by name."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from megatron.energon import TextSample
+
+from energon_pack.energon import ResumeConfigError
+from energon_pack.testing import assert_same_item
+from energon_pack.training import make_loader
+from energon_pack_tools import (
+    LengthTextEncoder,
+    make_blend_metadataset,
+    make_short_long_blend,
+    make_text_dataset,
+    trained_shares,
+)
+
+PACK = 2048
+#: Tokens of an epoch-sized run: the long dataset's (100 documents of 300..1500 tokens, ~90k
+#: tokens) once, as many short ones, and a margin.
+EPOCH_TOKENS = 200_000
+
+
+@pytest.fixture(scope="module")
+def blend(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_short_long_blend(tmp_path_factory.mktemp("blend"))
+
+
+def _loader(meta: Path, size: Any = "tokens", encoder: Any = None) -> Any:
+    encoder = encoder or LengthTextEncoder(pack_size=PACK, overlong="split")
+    encoder.blend_size = size
+    return make_loader(meta, encoder, packing_buffer_size=32, repeat=True, seed_offset=1)
+
+
+def _take(loader: Any, n: int) -> list[Any]:
+    return list(itertools.islice(iter(loader), n))
+
+
+def _take_tokens(loader: Any, tokens: int) -> list[Any]:
+    """Packs until they hold ``tokens`` real tokens."""
+    packs, total = [], 0
+    for pack in loader:
+        packs.append(pack)
+        total += sum(pack.doc_lengths)
+        if total >= tokens:
+            return packs
+    raise AssertionError("the loader ended")
+
+
+class CharCountEncoder(LengthTextEncoder):
+    """Sizes a raw sample by the length field it carries (its text), without encoding it."""
+
+    def blend_sample_size(self, raw_sample: TextSample) -> int:
+        return int(raw_sample.text)
+
+
+def test_a_one_to_one_blend_trains_half_the_tokens_on_each_dataset(blend: Path) -> None:
+    weighted = trained_shares(_take_tokens(_loader(blend), EPOCH_TOKENS))
+    stock = trained_shares(_take_tokens(_loader(blend, None), EPOCH_TOKENS // 4))
+    # In tokens 1:1 within 1% (of all tokens), although short documents are ~28x more numerous.
+    assert abs(weighted.token_share(0) - 0.5) < 0.01, weighted
+    assert weighted.document_share(0) > 0.9, weighted
+    # Sample-weighted: 1:1 in documents, so the long dataset takes almost every token.
+    assert abs(stock.document_share(0) - 0.5) < 0.1, stock
+    assert stock.token_share(0) < 0.1, stock
+    assert weighted.documents[1] >= 100  # an epoch of the long dataset
+
+
+def test_an_overridden_hook_weighs_unequal_weights_in_its_size(tmp_path: Path) -> None:
+    meta = make_short_long_blend(tmp_path, weights=(3.0, 1.0))
+    encoder = CharCountEncoder(pack_size=PACK, overlong="split")
+    shares = trained_shares(_take_tokens(_loader(meta, None, encoder), EPOCH_TOKENS // 2))
+    assert abs(shares.token_share(0) - 0.75) < 0.01, shares
+
+
+def test_save_restore_mid_run_gives_the_uninterrupted_stream(blend: Path) -> None:
+    reference = _take(_loader(blend), 20)
+    first = _loader(blend)
+    it = iter(first)
+    consumed = [next(it) for _ in range(11)]
+    state = first.save_state_rank()
+    more = [next(it) for _ in range(3)]  # the saved loader goes on: its state is a copy
+    resumed = _loader(blend)
+    resumed.restore_state_rank(state)
+    stream = consumed + _take(resumed, 20 - 11)
+    for i, (a, b) in enumerate(zip(reference, stream, strict=True)):
+        assert_same_item(a, b, what=f"item {i}")
+    assert [p.doc_lengths for p in more] == [p.doc_lengths for p in reference[11:14]]
+
+
+def test_a_changed_weight_or_size_is_refused_by_name(blend: Path, tmp_path: Path) -> None:
+    first = _loader(blend)
+    _take(first, 3)
+    state = first.save_state_rank()
+    datasets = [blend.parent / "short", blend.parent / "long"]
+    heavier = make_blend_metadataset(tmp_path / "b.yaml", list(zip(datasets, (1.0, 2.0))))
+    with pytest.raises(ResumeConfigError, match=r"dataset\.1\.weight: 0\.5 -> 0\.666"):
+        _loader(heavier).restore_state_rank(state)
+    with pytest.raises(ResumeConfigError, match=r"blend_size: tokens -> \(absent\)"):
+        _loader(blend, None).restore_state_rank(state)
+
+
+def test_blend_epochized_is_refused_with_the_fix(tmp_path: Path) -> None:
+    paths = [make_text_dataset(tmp_path / n, ["5", "9"]) for n in ("a", "b")]
+    meta = tmp_path / "epochized.yaml"
+    meta.write_text(
+        "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
+        "    blend_epochized:\n"
+        + "".join(f"      - repetitions: 1\n        path: {p}\n" for p in paths)
+    )
+    with pytest.raises(ValueError, match="write the blend as `blend:`"):
+        _loader(meta)
+
+
+def test_a_bad_size_names_the_sample(blend: Path) -> None:
+    loader = _loader(blend, lambda raw: -1)
+    with pytest.raises(Exception, match=r"blend_sample_size\('.*'\) returned -1"):
+        _take(loader, 1)

@@ -22,11 +22,12 @@ from energon_pack.energon._resume_guards import (
     resumable,
 )
 from energon_pack.energon._shard_errors import DamagedShardError, install_shard_errors
-from energon_pack.energon._size_blend import SizeBlendDataset, size_blending
+from energon_pack.energon._size_blend import SizeBlendDataset, blend_index, size_blending
 from energon_pack.energon._stateless import SeedSource, seeded_stateless
 from energon_pack.energon._version import check_energon_version
 
 __all__ = [
+    "blend_index",
     "build_carry_over_dataset",
     "build_postencode_packing_dataset",
     "building_datasets",

@@ -34,7 +34,7 @@ from megatron.energon.wrappers.base import BaseWrapperDataset
 
 from energon_pack.energon._build_hooks import sample_keys
 
-__all__ = ["SizeBlendDataset", "size_blending"]
+__all__ = ["SizeBlendDataset", "blend_index", "size_blending"]
 
 T_sample = TypeVar("T_sample")
 
@@ -135,6 +135,27 @@ class SizeBlendDataset(BaseWrapperDataset[T_sample, T_sample]):
 
     def __str__(self) -> str:
         return f"SizeBlendDataset(dataset_weights={self.dataset_weights})"
+
+
+#: The blends whose restore keys hold ``(name, dataset index)``.
+_BLENDS = frozenset({"BlendDataset", "SizeBlendDataset"})
+
+
+def blend_index(restore_key: Any) -> int | None:
+    """The place in a metadataset blend of the dataset a sample came from, read from its
+    ``__restore_key__`` (``('MapDataset', 7, 'SizeBlendDataset', 1, 'Webdataset', 40)`` -> 1),
+    or None for a sample from no blend."""
+    if not isinstance(restore_key, tuple):
+        return None
+    for i, part in enumerate(restore_key):
+        if isinstance(part, tuple):
+            found = blend_index(part)
+            if found is not None:
+                return found
+        elif part in _BLENDS and i + 1 < len(restore_key):
+            index = restore_key[i + 1]
+            return index if isinstance(index, int) else None
+    return None
 
 
 @contextlib.contextmanager

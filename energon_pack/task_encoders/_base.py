@@ -44,7 +44,12 @@ from energon_pack.samples import (
     collate_packs,
     pack_documents,
 )
-from energon_pack.task_encoders._blend_size import blend_description, blending, raw_sample_size
+from energon_pack.task_encoders._blend_size import (
+    blend_description,
+    blending,
+    dataset_counts,
+    raw_sample_size,
+)
 
 __all__ = ["PackingConfig", "PackingTaskEncoder"]
 
@@ -245,7 +250,11 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         if restoring_item():  # counted when it was first made
             counts = PackingCounts()
         else:
-            self.stats.record_pack(doc_lengths=pack.doc_lengths, pack_size=self.config.pack_size)
+            self.stats.record_pack(
+                doc_lengths=pack.doc_lengths,
+                pack_size=self.config.pack_size,
+                **dataset_counts(pack, samples),
+            )
             counts = self.stats.take_counts()
         if isinstance(pack, PackedTextSample):
             pack.counts = counts

@@ -15,14 +15,14 @@ A subclass that overrides ``blend_sample_size`` (energon PR #238's hook name) tu
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from megatron.energon.metadataset.loader_interface import DatasetBlendMode
 
-from energon_pack.energon import rebuilding, size_blending
+from energon_pack.energon import blend_index, rebuilding, size_blending
 
-__all__ = ["BlendSize", "blend_description", "blending", "raw_sample_size"]
+__all__ = ["BlendSize", "blend_description", "blending", "dataset_counts", "raw_sample_size"]
 
 
 class BlendSize(enum.Enum):
@@ -88,3 +88,15 @@ def blending(encoder: Any, kwargs: dict[str, Any]) -> Any:
         )
     sample_size: Callable[[Any], int] = encoder.blend_sample_size
     return size_blending(sample_size)
+
+
+def dataset_counts(pack: Any, members: Sequence[Any]) -> dict[str, list[Any]]:
+    """``record_pack`` arguments that count ``pack`` per blended dataset: each member's place in
+    the blend (from its restore key) and its loss tokens (labels other than -100); none when no
+    member comes from a blend."""
+    datasets = [blend_index(getattr(m, "__restore_key__", None)) for m in members]
+    padded = getattr(pack, "doc_lengths_padded", None)
+    if all(d is None for d in datasets) or padded is None or len(padded) != len(datasets):
+        return {}
+    targets = (pack.labels != -100).split(list(padded))
+    return {"datasets": datasets, "loss_tokens": [int(t.sum()) for t in targets]}

@@ -5,8 +5,9 @@
 Two ``LengthTextEncoder`` datasets: ``short`` (400 documents of 4..64 tokens) and ``long`` (100
 of 300..1500, ~90k tokens). Each run reads packs of 2048 tokens until they hold ``--tokens``
 real tokens (default 200k: an epoch of ``long`` at 1:1 in tokens), at each ``--workers`` count,
-and prints each dataset's share of the tokens and documents trained, the token share's error
-against the weights and the time taken. Figures in docs/howto/blends.md::
+and prints each dataset's share of the tokens and documents trained (read from the packs'
+document lengths), ``short``'s share of the loss tokens (from ``PackingCounts``), the token
+share's error against the weights, the time taken and ``counts.dataset_tokens``. Figures in docs/howto/blends.md::
 
     python tests/benchmarks/blend_shares.py --workers 0,2
 """
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from energon_pack.samples import PackingCounts
 from energon_pack_tools import LengthTextEncoder, make_short_long_blend, trained_shares
 
 
@@ -41,7 +43,7 @@ def make_loader(meta: Path, size: Any, workers: int) -> Any:
     return get_savable_loader(dataset)
 
 
-def run(meta: Path, size: Any, workers: int, tokens: int) -> tuple[Any, int, float]:
+def run(meta: Path, size: Any, workers: int, tokens: int) -> tuple[Any, Any, int, float]:
     start = time.perf_counter()
     packs, total = [], 0
     for pack in make_loader(meta, size, workers):
@@ -49,7 +51,8 @@ def run(meta: Path, size: Any, workers: int, tokens: int) -> tuple[Any, int, flo
         total += sum(pack.doc_lengths)
         if total >= tokens:
             break
-    return trained_shares(packs), len(packs), time.perf_counter() - start
+    counts = PackingCounts.total(p.counts for p in packs)
+    return trained_shares(packs), counts, len(packs), time.perf_counter() - start
 
 
 def main() -> None:
@@ -65,18 +68,19 @@ def main() -> None:
         print(f"blend short:long = {args.weights}, {args.tokens} tokens per run, pack 2048")
         print(
             "| blend weighs | workers | packs | short tokens | long tokens | short docs "
-            "| long docs | token error | seconds |"
+            "| long docs | short loss tokens | token error | seconds | counts.dataset_tokens |"
         )
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for workers in (int(w) for w in args.workers.split(",")):
             for size in (None, "tokens"):
-                shares, packs, seconds = run(meta, size, workers, args.tokens)
+                shares, counts, packs, seconds = run(meta, size, workers, args.tokens)
+                loss = counts.dataset_shares("dataset_loss_tokens")
                 error = shares.token_share(0) - target
                 print(
                     f"| {size or 'samples'} | {workers} | {packs} "
                     f"| {shares.token_share(0):.2%} | {shares.token_share(1):.2%} "
                     f"| {shares.document_share(0):.2%} | {shares.document_share(1):.2%} "
-                    f"| {error:+.2%} | {seconds:.1f} |"
+                    f"| {loss[0]:.2%} | {error:+.2%} | {seconds:.1f} | {counts.dataset_tokens} |"
                 )
 
 

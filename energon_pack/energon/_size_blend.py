@@ -33,6 +33,7 @@ from megatron.energon.flavors.base_dataset import SavableDataset, add_sample_res
 from megatron.energon.wrappers.base import BaseWrapperDataset
 
 from energon_pack.energon._build_hooks import sample_keys
+from energon_pack.energon._version import check_energon_version
 
 __all__ = ["SizeBlendDataset", "blend_index", "size_blending"]
 
@@ -165,6 +166,11 @@ def size_blending(sample_size: Callable[[Any], int]) -> Iterator[None]:
     (``task_encoder/base.py``, no hook): the module's name is swapped and put back."""
     from megatron.energon.task_encoder import base
 
+    check_energon_version(
+        feature="Size-weighted blending",
+        relies_on="the BlendDataset that task_encoder/base.py builds inline",
+        off="turn it off (encoder.blend_size = None)",
+    )
     original = base.BlendDataset
 
     def build(*dataset_weights: Any, worker_config: Any) -> SizeBlendDataset[Any]:

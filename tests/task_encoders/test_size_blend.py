@@ -14,7 +14,7 @@ from megatron.energon import TextSample
 
 from energon_pack.energon import ResumeConfigError, blend_index
 from energon_pack.samples import PackingCounts
-from energon_pack.testing import assert_same_item
+from energon_pack.testing import assert_restore_sample_reproduces, assert_same_item
 from energon_pack.training import make_loader
 from energon_pack_tools import (
     LengthTextEncoder,
@@ -86,18 +86,23 @@ def test_an_overridden_hook_weighs_unequal_weights_in_its_size(tmp_path: Path) -
 
 
 def test_save_restore_mid_run_gives_the_uninterrupted_stream(blend: Path) -> None:
-    reference = _take(_loader(blend), 20)
-    first = _loader(blend)
-    it = iter(first)
-    consumed = [next(it) for _ in range(11)]
-    state = first.save_state_rank()
-    more = [next(it) for _ in range(3)]  # the saved loader goes on: its state is a copy
-    resumed = _loader(blend)
-    resumed.restore_state_rank(state)
-    stream = consumed + _take(resumed, 20 - 11)
-    for i, (a, b) in enumerate(zip(reference, stream, strict=True)):
-        assert_same_item(a, b, what=f"item {i}")
-    assert [p.doc_lengths for p in more] == [p.doc_lengths for p in reference[11:14]]
+    """Saved at several points (before a pack, in the first buffer, mid-run), restored in a
+    fresh loader: the uninterrupted stream (every field, restore keys, counts); each pack is
+    rebuilt by ``restore_sample``."""
+    n = 16
+    reference = _take(_loader(blend), n)
+    for save_after in (1, 6, 11):
+        first = _loader(blend)
+        it = iter(first)
+        consumed = [next(it) for _ in range(save_after)]
+        state = first.save_state_rank()
+        next(it)  # the saved loader goes on: its state is a copy
+        resumed = _loader(blend)
+        resumed.restore_state_rank(state)
+        stream = consumed + _take(resumed, n - save_after)
+        for i, (a, b) in enumerate(zip(reference, stream, strict=True)):
+            assert_same_item(a, b, what=f"save after {save_after}: item {i}")
+    assert_restore_sample_reproduces(lambda: _loader(blend), reference[::4])
 
 
 def test_a_changed_weight_or_size_is_refused_by_name(blend: Path, tmp_path: Path) -> None:
@@ -137,7 +142,7 @@ BENCHMARK = Path(__file__).parents[1] / "benchmarks" / "blend_shares.py"
 TWO_WORKER_RESUME = """
 import itertools, sys
 from pathlib import Path
-from energon_pack.testing import assert_same_item
+from energon_pack.testing import assert_restore_sample_reproduces, assert_same_item
 from energon_pack.training import make_loader
 from energon_pack_tools import LengthTextEncoder, make_short_long_blend
 
@@ -214,3 +219,28 @@ def test_blend_index_reads_the_blend_place_from_a_restore_key() -> None:
     assert blend_index(key) == 1
     assert blend_index(("MapDataset", 3, ("BlendDataset", 0, "Webdataset", 2))) == 0
     assert blend_index(("MapDataset", 3, "Webdataset", 2)) is None
+
+
+@pytest.mark.slow  # two ranks' loaders
+def test_each_of_two_ranks_holds_the_weights(blend: Path) -> None:
+    """energon gives each rank its own slice and each rank's loader its own blend state: both
+    ranks of a world of 2 train 1:1 in tokens."""
+    from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
+
+    for rank in (0, 1):
+        encoder = LengthTextEncoder(pack_size=PACK, overlong="split")
+        encoder.blend_size = "tokens"
+        dataset = get_train_dataset(
+            str(blend),
+            worker_config=WorkerConfig(rank=rank, world_size=2, num_workers=0),
+            batch_size=None,
+            packing_buffer_size=32,
+            shuffle_buffer_size=None,
+            max_samples_per_sequence=None,
+            task_encoder=encoder,
+            repeat=True,
+        )
+        packs = _take_tokens(get_savable_loader(dataset), EPOCH_TOKENS // 2)
+        shares = trained_shares(packs)
+        assert abs(shares.token_share(0) - 0.5) < 0.01, (rank, shares)
+        assert PackingCounts.total(p.counts for p in packs).dataset_tokens == shares.tokens

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Everything energon-pack does inside megatron-energon, in one place: the packing datasets the
 encoders insert in ``build_batch`` (carry-over, restorable post-encode), the wrappers that make a
-resume exact, seeded stateless hooks, skip counting, read errors that name the damaged shard
-(``_shard_errors``) and the version check. Verified with
+resume exact, seeded stateless hooks, the size-weighted blend (``_size_blend``), skip counting,
+read errors that name the damaged shard (``_shard_errors``) and the version check. Verified with
 megatron-energon 7.4.1 (``_version.VERIFIED_ENERGON``); an energon upgrade is checked here.
 What each workaround avoids: docs/concepts/energon.md.
 """

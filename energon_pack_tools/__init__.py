@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from energon_pack_tools._analysis import analyze_dataset
     from energon_pack_tools._analysis_result import AnalysisResult
+    from energon_pack_tools._blend_analysis import BlendAnalysis, analyze_blend
     from energon_pack_tools._blends import (
         BlendShares,
         make_blend_metadataset,
@@ -53,6 +54,8 @@ _LAZY: dict[str, str] = {
     "make_captioning_dataset": "energon_pack_tools._datasets",
     "make_jsonl_dataset": "energon_pack_tools._datasets",
     "make_text_dataset": "energon_pack_tools._datasets",
+    "BlendAnalysis": "energon_pack_tools._blend_analysis",
+    "analyze_blend": "energon_pack_tools._blend_analysis",
     "BlendShares": "energon_pack_tools._blends",
     "make_blend_metadataset": "energon_pack_tools._blends",
     "make_short_long_blend": "energon_pack_tools._blends",
@@ -80,7 +83,9 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "AnalysisResult",
+    "analyze_blend",
     "analyze_dataset",
+    "BlendAnalysis",
     "BlendShares",
     "check_shards",
     "corrupt_png_bytes",

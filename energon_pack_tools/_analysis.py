@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from megatron.energon.errors import FatalSampleError
 
 from energon_pack.algorithms import PackingSpec, as_spec
 from energon_pack.encoding import PackingStats
@@ -25,7 +28,71 @@ from energon_pack.training import pin_memory_for_device
 from energon_pack_tools._analysis_result import FIRST_PACKS, AnalysisResult
 from energon_pack_tools._replay import replay_and_sweep
 
-__all__ = ["analyze_dataset"]
+__all__ = ["FirstSamplesFailed", "analyze_dataset"]
+
+#: Failed samples in a row, before any document was read, after which the analysis stops
+#: (energon's own tolerance is 100 in a row, each printed with its traceback).
+FIRST_FAILURES = 8
+
+
+class FirstSamplesFailed(FatalSampleError):
+    """The first :data:`FIRST_FAILURES` samples all failed (a wrong ``--task`` or encoder).
+
+    Attributes:
+        count: How many failed.
+        key: The first failed sample's ``__key__``.
+        reason: Its ``Type: message`` (first line).
+        sample: What the failing stage got (energon's raw sample: a dict with ``json`` for a
+            crude dataset), for naming the encoder that reads it.
+    """
+
+    def __init__(self, count: int, key: str, reason: str, sample: Any) -> None:
+        super().__init__(f"the first {count} samples all failed, e.g. {key!r}: {reason}")
+        self.count, self.key, self.reason, self.sample = count, key, reason, sample
+
+
+class _Quiet:
+    """The analysis' energon error handler: no traceback per sample (the report lists the
+    skipped ones with their reasons, counted by the encoder's ``SkipCounter``), and a stop when
+    the first :data:`FIRST_FAILURES` samples fail before any document was read."""
+
+    def __init__(self, read: list[int], stats: PackingStats) -> None:
+        self.read = read  #: the recorded document lengths (non-empty: something was read)
+        self.stats = stats  #: the encoder's, where its ``SkipCounter`` just recorded the skip
+        self.failures: list[tuple[str, str, Any]] = []
+
+    def __call__(self, exc: Exception, sample: Any, sources: Any = None) -> None:
+        if self.read:
+            return
+        key, reason = self.stats.skipped_samples[-1]
+        self.failures.append((key, reason, sample))
+        if len(self.failures) >= FIRST_FAILURES:
+            key, reason, first = self.failures[0]
+            raise FirstSamplesFailed(len(self.failures), key, reason, first)
+
+
+class _DropErrorLines(io.TextIOBase):
+    """stdout without energon's per-failure prints (``Except ... in ...``, ``ErrorContext ...
+    failed n/100 times in a row``), which follow every skipped sample; the rest goes to
+    ``out``."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.line = ""
+
+    def write(self, text: str) -> int:
+        self.line += text
+        *done, self.line = self.line.split("\n")
+        for line in done:
+            if not line.startswith(("Except ", "ErrorContext ")):
+                self.out.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.line and not self.line.startswith(("Except ", "ErrorContext ")):
+            self.out.write(self.line)
+        self.line = ""
+        self.out.flush()
 
 
 @contextlib.contextmanager
@@ -64,18 +131,23 @@ def _media_tokens(pack: Any) -> int | None:
     return int((spans[:, 1] - spans[:, 0]).sum())
 
 
-def _dataset_order_loader(path: Path, encoder: Any, buffer_size: int, limit: int | None) -> Any:
+def _dataset_order_loader(
+    path: Path, encoder: Any, buffer_size: int, limit: int | None, handler: Any = None
+) -> Any:
     """One epoch in the dataset's own order: no shuffle buffer and, unlike energon's default
     for training, no shuffling of shard slices (``shuffle_over_epochs_multiplier=None``)
     and one shard read at a time (``parallel_shard_iters=1``). ``limit``: only the first
-    ``limit`` samples (energon's ``DatasetSubset``; the rest is never read)."""
+    ``limit`` samples (energon's ``DatasetSubset``; the rest is never read). ``handler``: the
+    worker config's ``global_error_handler`` (default energon's, a traceback per sample)."""
     from megatron.energon import WorkerConfig, get_loader, get_train_dataset
     from megatron.energon.flavors.webdataset.structs import DatasetSubset
+
+    handlers = {} if handler is None else {"global_error_handler": handler}
 
     def build(subset: Any) -> Any:
         return get_train_dataset(
             str(path),
-            worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
+            worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0, **handlers),
             batch_size=None,
             packing_buffer_size=buffer_size,
             shuffle_buffer_size=None,
@@ -114,19 +186,41 @@ class _Measured:
 def _measure(
     dataset: Path, encoder: Any, buffer_size: int, limit: int | None, progress: bool
 ) -> _Measured:
-    """Phase 1: one epoch of ``dataset`` through ``encoder`` in a real energon loader."""
+    """Phase 1: one epoch of ``dataset`` through ``encoder`` in a real energon loader, without
+    a traceback per failed sample.
+
+    Raises:
+        FirstSamplesFailed: the first :data:`FIRST_FAILURES` samples failed, none was read.
+    """
     with _recording_documents(encoder) as (lengths, loads):
-        measured = _packs_of(dataset, encoder, buffer_size, limit, progress)
+        quiet = contextlib.redirect_stdout(_DropErrorLines(sys.stdout))
+        try:
+            with quiet:
+                measured = _packs_of(
+                    dataset, encoder, buffer_size, limit, progress, _Quiet(lengths, encoder.stats)
+                )
+        except FatalSampleError as exc:  # energon wraps it once per stage it passes
+            cause: BaseException | None = exc
+            while cause is not None and not isinstance(cause, FirstSamplesFailed):
+                cause = cause.__cause__ or cause.__context__
+            if cause is None:
+                raise
+            raise cause from None
     return dataclasses.replace(measured, lengths=list(lengths), media_loads=list(loads))
 
 
 def _packs_of(
-    dataset: Path, encoder: Any, buffer_size: int, limit: int | None, progress: bool
+    dataset: Path,
+    encoder: Any,
+    buffer_size: int,
+    limit: int | None,
+    progress: bool,
+    handler: Any = None,
 ) -> _Measured:
     """The loader's packs: fills, documents, media tokens (``lengths``, loads left empty)."""
     from tqdm import tqdm
 
-    loader = _dataset_order_loader(dataset, encoder, buffer_size, limit)
+    loader = _dataset_order_loader(dataset, encoder, buffer_size, limit, handler)
     pack_fills: list[float] = []
     first_packs: list[list[int]] = []
     media: list[int | None] = []

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -199,6 +200,12 @@ def _length_summary(lengths: Sequence[int], pack_size: int) -> str:
     if not lengths:
         return "-"
     ordered = sorted(lengths)
-    median = ordered[len(ordered) // 2]
     over = sum(n > pack_size for n in ordered)
+    median = median_length(ordered)
     return f"min {ordered[0]}, median {median}, max {ordered[-1]}, {over} longer than the pack"
+
+
+def median_length(lengths: Sequence[int]) -> str:
+    """The median document length as the report and the plot print it: the mean of the two
+    middle lengths for an even count (``[1, 2, 4, 9]`` -> ``"3"``, ``[1, 2]`` -> ``"1.5"``)."""
+    return f"{statistics.median(lengths):g}"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from energon_pack.algorithms import CarryOver
-from energon_pack_tools._analysis_result import AnalysisResult
+from energon_pack_tools._analysis_result import AnalysisResult, median_length
 from energon_pack_tools._replay import BUFFER_CANDIDATES, recommend_buffer_size
 
 __all__ = ["buffer_fill_curves", "plot_analysis"]
@@ -79,7 +79,7 @@ def _length_histogram(ax: Any, result: AnalysisResult) -> None:
                 bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})  # fmt: skip
     ax.set_xlabel("document length (tokens, log scale)")
     ax.set_ylabel("documents")
-    median = int(np.median(lengths))
+    median = median_length(result.lengths)  # the report's figure: the same function
     ax.set_title(f"(a) {len(lengths):,} documents: median {median}, max {high:,} tokens")
 
 

@@ -129,7 +129,7 @@ def hf_kwargs(
     meta: DocumentMetadata,
     tokens: torch.Tensor,
     labels: torch.Tensor | None = None,
-    attn_implementation: str = "sdpa",
+    attn_implementation: str | None = None,
     *,
     mask_dtype: torch.dtype = torch.float32,
     config: Any = _REQUIRED,
@@ -144,16 +144,19 @@ def hf_kwargs(
         tokens: ``(B, L)`` int64 token ids.
         labels: ``(B, L)`` aligned targets; None: no labels.
         attn_implementation: as the model was loaded (sdpa, eager, flex_attention,
-            flash_attention_2 or _3).
+            flash_attention_2 or _3); another one than the model's is refused; None: the
+            model's (sdpa with ``config=None`` or a config that names none).
         mask_dtype: dtype of the eager additive mask.
-        config: required: the model (or ``model.config``), checked by :func:`check_model`,
-            which makes the masks and positions exact for it or raises
+        config: required: the model (its instance is checked as it runs: loaded
+            implementation, PEFT adapters, code that is not transformers' own) or
+            ``model.config`` (only the transformers class it maps to is checked), checked by
+            :func:`check_model`, which makes the masks and positions exact for it or raises
             :class:`PackingNotExactError`; None: the document-causal mask for every layer,
             unchecked (exact only for causal full-attention models).
         token_type_ids: ``(B, L)`` as the model's processor makes them, for models whose
             mask reads them (Gemma 3 VLM, PaliGemma); not passed on.
     """
-    if attn_implementation not in IMPLEMENTATIONS:
+    if attn_implementation is not None and attn_implementation not in IMPLEMENTATIONS:
         raise ValueError(
             f"unknown attn_implementation {attn_implementation!r}; choose one of {IMPLEMENTATIONS}"
         )
@@ -167,7 +170,7 @@ def hf_kwargs(
     if config is None:
         report = ModelReport(
             model_type="",
-            attn_implementation=attn_implementation,
+            attn_implementation=attn_implementation or "sdpa",
             layer_types=("full_attention",),
             local={"full_attention": FULL_ATTENTION},
             rope_types=(),

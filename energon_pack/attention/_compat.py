@@ -14,7 +14,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
-from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS as _FLASH_IMPLEMENTATIONS
+from energon_pack.attention._implementations import implementation
 from energon_pack.attention._masks import LAYER_TYPES, LocalAttention
 
 __all__ = [
@@ -122,7 +122,7 @@ def _bidirectional(outer: Any, config: Any, impl: str) -> str | None:
             "model type",
             "train it unpacked, or verify it packed against each document alone",
         )
-    if impl in _FLASH_IMPLEMENTATIONS and kind != "document":
+    if implementation(impl).varlen and kind != "document":
         raise PackingNotExactError(
             f"bidirectional attention ({kind}) with flash-attn",
             "varlen flash-attn is causal or not per whole sequence: it cannot let only the "
@@ -251,7 +251,7 @@ def _check_temperature_tuning(config: Any, pack_size: int | None, notes: list[st
 
 def _check_flash_chunks(impl: str, local: dict[str, LocalAttention], pack_size: int | None) -> None:
     chunks = [x.chunk for x in local.values() if x.chunk is not None]
-    if impl in _FLASH_IMPLEMENTATIONS and chunks:
+    if implementation(impl).varlen and chunks:
         if pack_size is not None and pack_size <= min(chunks):
             return
         raise PackingNotExactError(
@@ -293,7 +293,7 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
         position_offset=offset,
         position_padding_idx=padding_idx,
     )
-    if report.needs_mapping and not accepts and impl not in _FLASH_IMPLEMENTATIONS:
+    if report.needs_mapping and not accepts and not implementation(impl).varlen:
         reach = min(
             min(x.window or x.chunk, x.chunk or x.window) for x in local.values() if not x.is_full
         )
@@ -328,7 +328,9 @@ def refuse_structure(config: Any) -> None:
 
 def explain_failure(model_class: type) -> None:
     """Name the mechanism of a model packing was measured to change, where it is known."""
-    if "position_ids" not in inspect.signature(model_class.forward).parameters:
+    # a subclass whose forward passes **kwargs on to a base that takes them can be given them
+    forwards = [c.__dict__["forward"] for c in model_class.__mro__ if "forward" in c.__dict__]
+    if not any("position_ids" in inspect.signature(f).parameters for f in forwards):
         raise PackingNotExactError(
             f"no position_ids in {model_class.__name__}.forward",
             "the model counts positions 0..L-1 over the whole packed row, so every document "

@@ -20,9 +20,7 @@ model's own noise, from which the tolerance is derived (see :func:`check_first_b
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -30,6 +28,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from energon_pack.attention._compat import PackingNotExactError
+from energon_pack.attention._experiment import no_randomness
+from energon_pack.attention._instance import vouch
 
 __all__ = ["FirstBatchReport", "check_first_batch"]
 
@@ -103,32 +103,6 @@ def _output(out: Any) -> torch.Tensor:
         if value is not None:
             return value
     return out[0]
-
-
-@contextlib.contextmanager
-def _as_check(model: torch.nn.Module) -> Iterator[None]:
-    """no_grad, dropout off (``nn.Dropout`` p and float ``*dropout*`` attributes, which
-    attention modules read in train mode), RNG and buffers (BatchNorm statistics) untouched:
-    training continues as if the check had not run."""
-    saved: list[tuple[Any, str, float]] = []
-    for module in model.modules():
-        for name, value in vars(module).items():
-            if "dropout" in name.lower() or (isinstance(module, torch.nn.Dropout) and name == "p"):
-                if isinstance(value, float) and not isinstance(value, bool) and value > 0:
-                    saved.append((module, name, value))
-    buffers = [(b, b.detach().clone()) for b in model.buffers()]
-    devices = [p.device for p in model.parameters() if p.device.type == "cuda"][:1]
-    try:
-        for module, name, _ in saved:
-            setattr(module, name, 0.0)
-        with torch.no_grad(), torch.random.fork_rng(devices=devices):
-            yield
-    finally:
-        for module, name, value in saved:
-            setattr(module, name, value)
-        with torch.no_grad():
-            for buffer, copy in buffers:
-                buffer.copy_(copy)
 
 
 def _targets_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, int]:
@@ -266,7 +240,7 @@ def check_first_batch(
     kwargs = batch.hf_kwargs(impl, config=model if config is _MODEL else config)
     docs = _choose(batch, max_documents, max_tokens)
     pad_id = getattr(model_config, "pad_token_id", None)
-    with _as_check(model):
+    with no_randomness(model):
         packed = model(**kwargs)
         alone, noise = _alone_and_padded(model, batch, docs, pad_id if pad_id is not None else 0)
     out = _output(packed)
@@ -299,6 +273,7 @@ def check_first_batch(
                 "or the label shift sees the packed rows",
                 _REMEDY,
             )
+    vouch(model, impl)  # code the class does not show is now verified on this instance
     return FirstBatchReport(
         max_difference=diffs[worst],
         loss_difference=loss_diff,

@@ -15,8 +15,8 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask
 
 from energon_pack.attention._compat import ModelReport
-from energon_pack.attention._flex import block_causal_block_mask
-from energon_pack.attention._masks import LocalAttention, additive_mask, document_causal_mask
+from energon_pack.attention._implementations import implementation
+from energon_pack.attention._masks import LocalAttention
 from energon_pack.attention._metadata import DocumentMetadata
 
 __all__ = ["BIDIRECTIONAL", "bidirectional_blocks", "hf_attention_mask", "hf_model_kwargs"]
@@ -75,18 +75,13 @@ def hf_attention_mask(
     (sdpa), an additive one in ``mask_dtype`` (eager) or a ``BlockMask`` (flex); one mask, or a
     mapping per layer type where they differ (layer types of one restriction share one
     object); None for flash."""
-    impl = report.attn_implementation
-    if impl.startswith("flash_attention"):
+    impl = implementation(report.attn_implementation)
+    if impl.varlen:
         return None
     built: dict[LocalAttention, Mask] = {}
     for local in report.local.values():
-        if local in built:
-            continue
-        if impl == "flex_attention":
-            built[local] = block_causal_block_mask(seq_idx, local=local, blocks=blocks)
-        else:
-            mask = document_causal_mask(seq_idx, local, blocks)
-            built[local] = additive_mask(mask, mask_dtype) if impl == "eager" else mask
+        if local not in built:
+            built[local] = impl.attention_mask(seq_idx, local, blocks, mask_dtype)
     if not report.needs_mapping:
         return next(iter(built.values()))
     return {layer_type: built[local] for layer_type, local in report.local.items()}

@@ -32,7 +32,9 @@ from energon_pack.attention._experiment import (
     tiny_config,
     unbuilt,
 )
-from energon_pack.attention._flash_reference import FLASH_IMPLEMENTATIONS
+from energon_pack.attention._implementations import IMPLEMENTATIONS as _IMPLEMENTATIONS
+from energon_pack.attention._implementations import implementation
+from energon_pack.attention._instance import check_instance
 
 __all__ = [
     "IMPLEMENTATIONS",
@@ -43,7 +45,7 @@ __all__ = [
 ]
 
 #: The ``attn_implementation`` values packing serves.
-IMPLEMENTATIONS = ("sdpa", "eager", "flex_attention", *FLASH_IMPLEMENTATIONS)
+IMPLEMENTATIONS = tuple(_IMPLEMENTATIONS)
 TOLERANCE = 1e-5
 #: Config booleans that do not change a forward pass (left out of the matrix key).
 _NEUTRAL_FLAGS = {
@@ -118,11 +120,14 @@ def check_model(
     Returns a :class:`ModelReport` (``verified_by`` says how); raises
     :class:`PackingNotExactError` naming the mechanism, why and what to do.
     """
-    model_or_config = unwrapped(model_or_config)
+    model_or_config, attn_implementation, measured = check_instance(
+        unwrapped(model_or_config), attn_implementation, pack_size
+    )
+    if measured is not None:  # code the class does not show, verified on the instance
+        return measured
     config = getattr(model_or_config, "config", model_or_config)
     impl = attn_implementation or getattr(config, "_attn_implementation", None) or "sdpa"
-    if impl not in IMPLEMENTATIONS:
-        raise ValueError(f"unknown attn_implementation {impl!r}; choose one of {IMPLEMENTATIONS}")
+    implementation(impl)  # ValueError naming the choices
     cls = type(model_or_config) if config is not model_or_config else _model_class(config)
     key = (cls, _digest(config), impl, pack_size)
     if key not in _VERDICTS:

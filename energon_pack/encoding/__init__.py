@@ -6,7 +6,14 @@ light buffers that plan from image headers, pixels written in place). Nothing he
 """
 
 from energon_pack.encoding._buffer_size import SmallPackingBufferWarning, warn_if_buffer_too_small
-from energon_pack.encoding._families import PatchGrids, vision_family
+from energon_pack.encoding._chat_template import processor_bos
+from energon_pack.encoding._families import (
+    PatchGrids,
+    VisionFamily,
+    family_for,
+    transformers_class,
+    vision_family,
+)
 from energon_pack.encoding._light_media import (
     check_planned,
     high_bit_depth_modes,
@@ -21,6 +28,11 @@ from energon_pack.encoding._media_processor import (
     video_frames,
 )
 from energon_pack.encoding._overlong_policy import apply_overlong_policy
+from energon_pack.encoding._processors import (
+    images_only_class,
+    load_processor,
+    processor_classes_of,
+)
 from energon_pack.encoding._remote_code import refuse_remote_code
 from energon_pack.encoding._stats import PackingStats
 from energon_pack.encoding._tokenization import DocumentTokenizer, load_tokenizer, masked_document
@@ -31,21 +43,28 @@ __all__ = [
     "check_planned",
     "DocumentTokenizer",
     "expand_placeholders",
+    "family_for",
     "high_bit_depth_modes",
+    "images_only_class",
     "kept_items",
+    "load_processor",
     "load_tokenizer",
     "masked_document",
     "MediaProcessor",
     "PackingStats",
     "PatchGrids",
+    "processor_bos",
     "ProcessedMedia",
+    "processor_classes_of",
     "refuse_remote_code",
     "resolve_light_media",
     "SmallPackingBufferWarning",
     "TimestampedVideos",
+    "transformers_class",
     "to_pil_image",
     "video_frames",
     "VideoTiming",
+    "VisionFamily",
     "vision_family",
     "warn_if_buffer_too_small",
 ]

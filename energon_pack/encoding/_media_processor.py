@@ -23,7 +23,12 @@ from typing import Any
 
 import torch
 
-from energon_pack.encoding._families import PatchGrids, check_mrope, vision_family
+from energon_pack.encoding._families import (
+    PatchGrids,
+    check_mrope,
+    video_families,
+    vision_family,
+)
 from energon_pack.encoding._pixels import FastPixels, PendingPixels, to_rgb
 from energon_pack.samples import RowSource
 
@@ -121,9 +126,8 @@ class ProcessedMedia:
 
 
 class MediaProcessor:
-    """Images and videos through a VLM processor of a known family
-    (:func:`~energon_pack.encoding.vision_family`: Qwen2/2.5/3-VL patch grids, InternVL tiles),
-    and optionally a video processor.
+    """Images and videos through the processor of a registered family
+    (:func:`~energon_pack.encoding.vision_family`), and optionally a video processor.
 
     ``MediaProcessor(make_image_processor()).images([pil])`` -> pixel rows ``(16, 1176)``, grid
     ``[[1, 4, 4]]``, ``num_tokens == [4]`` for a 64x48 image.
@@ -191,7 +195,8 @@ class MediaProcessor:
         if not self.family.videos:
             raise ValueError(
                 f"videos are not supported for the {self.family.name} processor family here "
-                "(Qwen2/2.5/3-VL only); remove the videos or use a Qwen-VL processor."
+                f"(registered families with videos: {', '.join(video_families())}); remove "
+                "the videos or use a processor of one of those."
             )
         if self.video_processor is not None:
             out = self.video_processor(videos=[list(v) for v in videos], return_tensors="pt")

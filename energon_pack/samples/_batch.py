@@ -233,7 +233,7 @@ class PackedTextBatch(Batch):
         return packed_seq_params(self.metadata, **options)
 
     def hf_kwargs(
-        self, attn_implementation: str = "sdpa", *, with_labels: bool = True, **options: Any
+        self, attn_implementation: str | None = None, *, with_labels: bool = True, **options: Any
     ) -> dict[str, Any]:
         """Kwargs for ``model(**...)``; see :func:`energon_pack.attention.hf_kwargs`."""
         labels = self.labels if with_labels else None
@@ -286,7 +286,7 @@ class PackedCaptioningBatch(PackedImageFields, PackedTextBatch):
         fields.update({n: cat_optional(packs, n) for n in ("image_sizes", "batch_num_images")})
         return {**fields, "mrope_position_ids": _stack_mrope(packs, length)}
 
-    def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
+    def hf_kwargs(self, attn_implementation: str | None = None, **options: Any) -> dict[str, Any]:
         """Text kwargs plus the images (:func:`image_kwargs`) and, when built, the mRoPE
         ``position_ids`` of shape (3, B, L)."""
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
@@ -314,7 +314,7 @@ class PackedMultimodalBatch(VideoFields, PackedCaptioningBatch):
         fields["video_second_per_grid"] = torch.cat([p.video_second_per_grid for p in packs])
         return fields
 
-    def hf_kwargs(self, attn_implementation: str = "sdpa", **options: Any) -> dict[str, Any]:
+    def hf_kwargs(self, attn_implementation: str | None = None, **options: Any) -> dict[str, Any]:
         """Text kwargs, the images when the batch has some (:func:`image_kwargs`),
         ``pixel_values_videos`` / ``video_grid_thw`` when it has videos, and the (3, B, L)
         mRoPE ``position_ids`` when built."""

@@ -26,6 +26,7 @@ from energon_pack.encoding import (
     expand_placeholders,
     high_bit_depth_modes,
     kept_items,
+    processor_bos,
     to_pil_image,
 )
 from energon_pack.samples import (
@@ -53,7 +54,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
     Args:
         tokenizer: A transformers tokenizer or a local tokenizer directory; it must know
             ``image_token`` (and ``video_token`` for videos).
-        image_processor: A Qwen2-VL-style image processor.
+        image_processor: The processor or image processor of a registered VLM family
+            (:func:`~energon_pack.encoding.vision_family`; others are refused by class).
         video_processor: A transformers video processor (needs torchvision), or None: frames
             go through ``image_processor`` (see :mod:`energon_pack.encoding`).
         image_token, video_token: The placeholder tokens.
@@ -61,11 +63,12 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             tokenizer has them (``None``: none).
         use_chat_template: Render with the tokenizer's chat template (``None``: if it has one).
         mrope: Add 3-row mRoPE position ids to each pack.
-        tokens_per_second: Qwen2.5-VL's temporal scale for videos (``None``: step 1, Qwen2-VL).
-        video_timestamps: Qwen3-VL's video layout: each temporal patch is its own
+        tokens_per_second: The mRoPE temporal scale for videos (the model config's
+            ``tokens_per_second``; ``None``: step 1).
+        video_timestamps: Each temporal patch of a video is its own
             ``<{t:.1f} seconds><|vision_start|><|video_pad|>*n<|vision_end|>`` group (see
-            docs/howto/conversations.md); needs the vision start/end tokens. ``None``: when
-            ``video_processor`` is Qwen3-VL's (``Qwen3VLVideoProcessor``).
+            docs/howto/conversations.md); needs the vision start/end tokens. ``None``: where the
+            family says its ``video_processor`` lays videos out so.
         default_fps: Frames per second of a video whose sample gives none.
         add_bos, add_eos, eod_token_id: Without a chat template, as in ``LLMPackingTaskEncoder``.
         light_media: Buffer planned documents, decode media after selection (``None``: where
@@ -104,6 +107,9 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             tokenizer, add_bos=add_bos, add_eos=add_eos, eod_token_id=eod_token_id
         )
         self.use_chat_template = self.tokenizer.use_chat_template(use_chat_template)
+        #: The BOS a processor's ``apply_chat_template(tokenize=True)`` puts in front of a
+        #: rendered conversation that does not start with it (None: its tokenizer adds none).
+        self._template_bos = processor_bos(self.tokenizer.tokenizer)
         self.media = MediaProcessor(image_processor, video_processor)
         #: Writes image rows in place, bit-identical to the processor (None: the processor's).
         self.fast_pixels = self.media.fast
@@ -117,13 +123,13 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             if token is not None  # no video token: a <video> tag is an error (tag count check)
         }
         #: ``(text in the messages, what it becomes in the rendered text)`` for families that
-        #: lay images out after the chat template (Gemma 3), else None.
+        #: lay images out after the chat template (``family.text_layout``), else None.
         self._after_template = self._text_layout(vision_start_token, wrap)
         if video_timestamps is None:
-            video_timestamps = type(video_processor).__name__.startswith("Qwen3VL")
+            video_timestamps = self.media.family.timestamps_videos(video_processor)
         if video_timestamps and (not wrap or self.video_token_id is None):
             raise ValueError(
-                "video_timestamps=True (Qwen3-VL) wraps each video frame in vision start/end "
+                "video_timestamps=True wraps each video frame in vision start/end "
                 f"tokens, but the tokenizer lacks {vision_start_token!r}, {vision_end_token!r} "
                 f"or the video token {video_token!r}."
             )
@@ -152,8 +158,9 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         self._init_light_media(light_media, image_processor, ("augment_image", "augment_video"))
 
     def _text_layout(self, start: str | None, wrap: bool) -> tuple[str, str] | None:
-        """Gemma 3: the tag becomes the vision start token (the processor's image token) in
-        the messages, and ``layout.format(<start><image><end>)`` in the rendered text."""
+        """Families with a ``text_layout``: the tag becomes the vision start token (the
+        processor's image token) in the messages, and ``layout.format(<start><image><end>)`` in
+        the rendered text."""
         layout = self.media.family.text_layout
         if layout is None:
             return None
@@ -173,12 +180,12 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
 
     def pack_options(self) -> dict[str, Any]:
         """``mrope``, the spatial merge, ``tokens_per_second`` and whether packs count images
-        per document (LLaVA-OneVision's ``batch_num_images``)."""
+        per document (``batch_num_images``, families laid out ``per_document``)."""
         return {
             "mrope": self.mrope,
             "spatial_merge_size": self.media.merge_size,
             "tokens_per_second": self.tokens_per_second,
-            "batch_num_images": getattr(self.media.family, "per_document", False),
+            "batch_num_images": self.media.family.per_document,
         }
 
     # -- hooks -------------------------------------------------------------------------------
@@ -254,7 +261,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
 
     def _no_cut_spans(self, doc: EncodedSample) -> torch.Tensor:
         """The media spans widened over the vision start/end tokens around each item (and a
-        Qwen3-VL video's first timestamp with its outer start), so that no over-long cut parts
+        timestamped video's first timestamp with its outer start), so that no over-long cut parts
         an item from them; ``image_spans`` / ``video_spans`` stay the placeholder tokens."""
         spans = doc.media_spans()
         if self._wrap is None or not len(spans):
@@ -267,7 +274,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             stamped = self._timestamps is not None and s in videos
             while s > 0 and tokens[s - 1] == start:
                 s -= 1
-            j = s - 1  # Qwen3-VL: <vs> <t seconds> <vs> <video_pad>...
+            j = s - 1  # timestamped: <vs> <t seconds> <vs> <video_pad>...
             while stamped and j >= 0 and tokens[j] not in (start, end):
                 j -= 1
             s = j if stamped and j >= 0 and tokens[j] == start else s
@@ -277,10 +284,11 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         return torch.tensor(out, dtype=torch.int64)
 
     def _splits_images(self, doc: EncodedMultimodalSample, policy: OverlongPolicy) -> bool:
-        """LLaVA-OneVision: whether the over-long cut leaves one image of a document of several
-        alone in a piece (the model lays out a lone image as a single-image document's)."""
+        """Families laid out ``per_document``: whether the over-long cut leaves one image of a
+        document of several alone in a piece (the model lays out a lone image as a single-image
+        document's)."""
         spans = doc.image_spans.view(-1, 2)
-        if not getattr(self.media.family, "per_document", False) or len(spans) < 2:
+        if not self.media.family.per_document or len(spans) < 2:
             return False
         targets = doc.loss_mask.numpy()
         cut = cut_overlong(
@@ -395,8 +403,8 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         )
 
     def _token_types(self, ids: list[int], mask: list[bool]) -> torch.Tensor | None:
-        """The ``token_type_ids`` of the family's processor: 1 on image placeholders (Gemma 3)
-        or on the answer (PaliGemma's suffix), 0 elsewhere; None for the other families."""
+        """The ``token_type_ids`` of the family's processor (``family.token_types``): 1 on image
+        placeholders or on the answer (the suffix), 0 elsewhere; None where it has none."""
         kind = self.media.family.token_types
         if kind is None:
             return None
@@ -434,7 +442,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             if n > 0 and tag not in text
         ]
         out = [dict(m) for m in messages]
-        if missing:  # PaliGemma's processor puts them first, without a newline
+        if missing:  # prefix-LM processors put them first, without a newline
             first = next((m for m in out if m["role"] == "user"), out[0])
             sep = "" if self.media.family.prefix_lm else "\n"
             first["content"] = "".join(missing) + sep + first["content"]
@@ -451,14 +459,19 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             return self._render_plain(messages)
         tok = self.tokenizer.tokenizer
 
+        lead = self._template_bos
+
         def render(msgs: list[Message], prompt: bool) -> list[int]:
             if not msgs:
                 return []
             if self._after_template is None:
                 ids = tok.apply_chat_template(msgs, add_generation_prompt=prompt, tokenize=True)
-                return _ids(ids)
-            text = tok.apply_chat_template(msgs, add_generation_prompt=prompt, tokenize=False)
-            return self.tokenizer.encode_text(text.replace(*self._after_template))
+                ids = _ids(ids)
+            else:
+                text = tok.apply_chat_template(msgs, add_generation_prompt=prompt, tokenize=False)
+                ids = self.tokenizer.encode_text(text.replace(*self._after_template))
+            # the processor's rule: its tokenizer adds BOS unless the prompt starts with it
+            return [lead, *ids] if lead is not None and ids[:1] != [lead] else ids
 
         full = render(messages, False)
         mask = [False] * len(full)
@@ -476,9 +489,9 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         return full, mask
 
     def _render_prefix(self, key: str, messages: list[Message]) -> tuple[list[int], list[bool]]:
-        """PaliGemma: the prompt as its processor lays it out (BOS after the last image tag,
-        or after the images it puts first; a newline after), then the answer and EOS, in the
-        loss. ``<image> what`` + ``red`` -> ``<image> <bos> what \\n | red <eos>``."""
+        """Prefix-LM families: the prompt as their processor lays it out (BOS after the last
+        image tag, or after the images it puts first; a newline after), then the answer and
+        EOS, in the loss. ``<image> what`` + ``red`` -> ``<image> <bos> what \\n | red <eos>``."""
         roles = [m["role"] for m in messages]
         if roles != ["user", "assistant"]:
             raise ValueError(

@@ -118,7 +118,7 @@ class PackedTrainer(Trainer):
     def model_inputs(self, batch: Any) -> dict[str, Any]:
         """``batch`` on ``args.device`` as kwargs of the model (``batch.hf_kwargs``)."""
         batch = batch.to(self.args.device, non_blocking=True)
-        return batch.hf_kwargs(self.attn_implementation, config=self.model.config)
+        return batch.hf_kwargs(self.attn_implementation, config=self.model)
 
     def check_first_batch(self, batch: Any) -> Any:
         """:func:`~energon_pack.attention.check_first_batch` on ``batch`` with the model in

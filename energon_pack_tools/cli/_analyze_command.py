@@ -28,6 +28,7 @@ from energon_pack_tools.cli._tasks import (
     check_sample_type,
     encoder_args,
     load_encoder,
+    reading_tasks,
 )
 
 
@@ -149,7 +150,7 @@ def command(
     for path, option in ((lengths_out, "--lengths-out"), (plot, "--plot")):
         if path is not None:  # before the run, not after it
             check_writable(path, option)
-    from energon_pack_tools._analysis import analyze_dataset
+    from energon_pack_tools._analysis import FirstSamplesFailed, analyze_dataset
     from energon_pack_tools._blend_analysis import analyze_blend, weighted_blend
     from energon_pack_tools._datasets import check_dataset
     from energon_pack_tools._plots import plot_analysis
@@ -211,6 +212,12 @@ def command(
                     limit=limit,
                     progress=progress,
                 )
+    except FirstSamplesFailed as exc:
+        what = f"--encoder {encoder_ref}" if encoder_ref else f"--task {task}"
+        raise click.ClickException(
+            f"{dataset}: the first {exc.count} samples all failed with {what}, e.g. "
+            f"{exc.key}: {exc.reason.rstrip('.')}; {reading_tasks(exc.sample, task)}"
+        ) from None
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     except OSError as exc:  # e.g. a shard deleted or unreadable while reading

@@ -32,9 +32,10 @@ def load_processor(path: Path, *, trust_remote_code: bool = False) -> tuple[Any,
     """
     from types import SimpleNamespace
 
+    import transformers
     from transformers import AutoImageProcessor
 
-    from energon_pack.encoding import vision_family
+    from energon_pack.encoding import family_for, transformers_class, vision_family
 
     configs = [path / "preprocessor_config.json", path / "processor_config.json"]
     if not any(c.is_file() for c in configs):
@@ -49,25 +50,36 @@ def load_processor(path: Path, *, trust_remote_code: bool = False) -> tuple[Any,
         warnings.simplefilter("ignore")  # "use_fast" and backend notices
         image_processor = AutoImageProcessor.from_pretrained(str(path), **remote)
     config = json.loads(configs[1].read_text()) if configs[1].is_file() else {}
+    name = config.get("processor_class")
+    whole = None
+    if name is not None and not hasattr(transformers, name):  # a subclass saved as its own name
+        from energon_pack.encoding import load_processor as load_images_only
+
+        try:
+            whole = load_images_only(path, trust_remote_code=trust_remote_code)
+            name = type(whole).__name__
+        except ValueError:  # several classes fit (InternVL): the options below decide
+            pass
     # InternVL and Gemma 3 save it in processor_config.json, PaliGemma on its image processor
     seq = config.get("image_seq_length", getattr(image_processor, "image_seq_length", None))
     processor = (
         image_processor
         if seq is None
         else SimpleNamespace(
-            image_processor=image_processor,
-            image_seq_length=int(seq),
-            processor_class=config.get("processor_class"),
+            image_processor=image_processor, image_seq_length=int(seq), processor_class=name
         )
     )
-    if str(config.get("processor_class")).startswith(("LlavaNext", "LlavaOnevision", "SmolVLM")):
-        processor = _images_only(path, config, image_processor, trust_remote_code)
-    elif "image_seq_len" in config:  # Idefics3: the processor itself lays out the tile markers
-        from transformers import AutoProcessor
-
-        processor = AutoProcessor.from_pretrained(str(path), **remote)
+    # LLaVA-NeXT / -OneVision, SmolVLM and Idefics3 (which lays out the tile markers itself):
+    # the whole processor, without the video processor that needs torchvision
+    if (
+        str(name).startswith(("LlavaNext", "LlavaOnevision", "SmolVLM"))
+        or "image_seq_len" in config
+    ):
+        processor = whole or _whole(path, trust_remote_code)
     try:
         vision_family(processor)
+        if config.get("processor_class"):  # the processor the directory names is registered too
+            family_for(config["processor_class"], transformers_class(image_processor) or "")
     except ValueError as e:
         raise click.UsageError(f"--processor {path}: {e}") from e
     notes: list[str] = []
@@ -86,24 +98,15 @@ def load_processor(path: Path, *, trust_remote_code: bool = False) -> tuple[Any,
     return processor, video, notes
 
 
-def _images_only(
-    path: Path, config: dict[str, Any], image_processor: Any, trust_remote_code: bool
-) -> Any:
-    """A LLaVA-NeXT / -OneVision or SmolVLM processor from ``path`` without its video processor
-    (which needs torchvision; these families take images only)."""
-    import transformers
+def _whole(path: Path, trust_remote_code: bool) -> Any:
+    """The directory's processor without its video processor
+    (:func:`energon_pack.encoding.load_processor`)."""
+    from energon_pack.encoding import load_processor as load_images_only
 
-    base = getattr(transformers, config["processor_class"])
-    attributes = classmethod(lambda cls: ["image_processor", "tokenizer"])
-    cls = type(base.__name__, (base,), {"get_attributes": attributes})
-    tokenizer = transformers.AutoTokenizer.from_pretrained(
-        str(path), local_files_only=True, trust_remote_code=trust_remote_code
-    )
-    skip = ("image_processor", "video_processor", "processor_class")
-    kwargs = {k: v for k, v in config.items() if k not in skip}
-    if "video_processor" in base.__init__.__code__.co_varnames:
-        kwargs["video_processor"] = None
-    return cls(image_processor, tokenizer, **kwargs)
+    try:
+        return load_images_only(path, trust_remote_code=trust_remote_code)
+    except ValueError as exc:
+        raise click.UsageError(f"--processor {exc}") from exc
 
 
 _OPT_IN = "pass --trust-remote-code if you trust the Python files in that directory."

@@ -29,6 +29,7 @@ __all__ = [
     "encoder_args",
     "load_encoder",
     "load_processor",
+    "reading_tasks",
 ]
 
 #: ``--task`` -> the energon sample classes its encoder reads (``CrudeWebdataset``: cooked).
@@ -64,6 +65,30 @@ def check_sample_type(dataset: Path, task: str) -> None:
     raise click.UsageError(
         f"{dataset} holds {name} samples, which --task {task} does not read; {hint}."
     )
+
+
+def reading_tasks(sample: Any, task: str) -> str:
+    """The hint for a sample ``--task task`` failed on: ``use --task sft`` when another task's
+    cooker reads this raw sample (a crude JSON record), else what to check."""
+    import energon_pack.task_encoders as te
+
+    cooks = {
+        "text": te.LLMPackingTaskEncoder,
+        "sft": te.SFTPackingTaskEncoder,
+        "conversation": te.ConversationPackingTaskEncoder,
+    }
+    fits = []
+    if isinstance(sample, dict) and "json" in sample:
+        for name, cls in cooks.items():
+            try:
+                cls.cookers[0].cook(sample)
+            except Exception:  # noqa: BLE001 - any failure: this task does not read it
+                continue
+            fits.append(name)
+    fits = [t for t in fits if t != task]
+    if fits:
+        return f"use --task {' or '.join(fits)}."
+    return "check the --task (or --encoder) and the dataset (`energon info`)."
 
 
 def _tokenizer_dir(task: str, tokenizer: Path | None, processor: Path | None) -> Path:

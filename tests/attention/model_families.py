@@ -30,6 +30,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from energon_pack.attention import PackingNotExactError, _verify, check_model  # noqa: E402
+from energon_pack.attention._implementations import implementation  # noqa: E402
 from energon_pack.samples import EncodedSample, collate_packs, pack_documents  # noqa: E402
 
 VOCAB = 97
@@ -75,10 +76,7 @@ class Family:
 
     def supports(self, impl: str) -> bool:
         """Whether transformers lets this model run with ``impl`` (flash: on a GPU)."""
-        cls = getattr(transformers, self.model_class)
-        flag = {"sdpa": "_supports_sdpa", "flex_attention": "_supports_flex_attn"}.get(impl)
-        flag = flag or ("_supports_flash_attn" if impl.startswith("flash") else None)
-        return flag is None or bool(getattr(cls, flag, False))
+        return implementation(impl).supported_by(getattr(transformers, self.model_class))
 
 
 def F(name: str, model_class: str, config_class: str, **features: Any) -> Family:  # noqa: N802
@@ -188,6 +186,17 @@ FAMILIES = [
     Family("t5gemma (encoder-decoder)", "T5GemmaModel", "T5GemmaConfig", **_VLM),
     Family("blt", "BltForCausalLM", "BltConfig", **_VLM),  # composite: checked, never built
 ]  # fmt: skip
+
+
+class CumsumLlama(transformers.LlamaForCausalLM):
+    """A mechanism no list knows: each position also sees the running sum of the row."""
+
+    def forward(self, input_ids=None, position_ids=None, attention_mask=None, **kwargs):
+        embeds = self.model.embed_tokens(input_ids)
+        embeds = embeds + embeds.cumsum(dim=1) / 8
+        return super().forward(
+            inputs_embeds=embeds, position_ids=position_ids, attention_mask=attention_mask, **kwargs
+        )
 
 
 @contextmanager

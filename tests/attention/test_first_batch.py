@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 import transformers
-from model_families import VOCAB, packed_batch
+from model_families import VOCAB, CumsumLlama, packed_batch
 
 from energon_pack.attention import FirstBatchReport, PackingNotExactError, check_first_batch
 
@@ -33,17 +33,6 @@ def _model(cls: type = transformers.LlamaForCausalLM, seed: int = 0, **config: A
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         return cls(config_class(**{**SIZES, **config})).eval()
-
-
-class CumsumLlama(transformers.LlamaForCausalLM):
-    """Each position also sees the running sum of its row: packing mixes documents."""
-
-    def forward(self, input_ids=None, position_ids=None, attention_mask=None, **kwargs):
-        embeds = self.model.embed_tokens(input_ids)
-        embeds = embeds + embeds.cumsum(dim=1) / 8
-        return super().forward(
-            inputs_embeds=embeds, position_ids=position_ids, attention_mask=attention_mask, **kwargs
-        )
 
 
 class BatchNormLlama(transformers.LlamaForCausalLM):
@@ -166,7 +155,9 @@ def test_packed_trainer_checks_the_first_batch_before_the_first_step(
         trainer.train()
     assert trainer.state.global_step == 0
     off = PackedTrainer(model=model, args=args, loader=[batch], check_first_batch=False)
-    assert off.train().global_step == 1
+    # without it, hf_kwargs(config=model) still measures this small user class on the instance
+    with pytest.raises(PackingNotExactError, match="CumsumLlama with sdpa.*not transformers'"):
+        off.train()
     exact = PackedTrainer(model=_model(attention_dropout=0.1), args=args, loader=[batch])
     assert exact.train().global_step == 1
     assert exact.model.model.layers[0].self_attn.attention_dropout == 0.1

@@ -161,6 +161,8 @@ def test_a_mechanism_of_train_mode_is_refused_naming_it(fresh) -> None:
 
 def test_an_unbuildable_copy_answers_instead_of_crashing(fresh) -> None:
     # Dory's strict config rejects layouts its validator does not know: named, not a traceback
+    if not hasattr(transformers, "DoryConfig"):
+        pytest.skip(f"Dory is not in transformers {transformers.__version__} (new in 5.24)")
     try:
         report = check_model(transformers.DoryConfig(), "sdpa", pack_size=256)
     except PackingNotExactError as err:

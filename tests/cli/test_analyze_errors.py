@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from energon_pack_tools import make_text_dataset, synthetic_texts
+from energon_pack_tools._analysis import FIRST_FAILURES
 from energon_pack_tools.cli._analyze_command import command
 
 
@@ -90,3 +91,38 @@ def test_without_matplotlib_it_says_pip_install(
     assert json.loads(res.stdout)["packs"] > 0  # stdout stays one JSON object
     assert "warning: no plot written" in res.stderr and "pip install matplotlib" in res.stderr
     assert not (tmp_path / "p.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("fixture", "task", "hint"),
+    [("sft_dataset", "text", "use --task sft."), ("jsonl_text_dataset", "sft", "use --task text.")],
+)
+def test_a_wrong_task_on_a_crude_dataset_is_one_line_naming_the_task(
+    fixture: str, task: str, hint: str, tokenizer_dir: Path, request: pytest.FixtureRequest
+) -> None:
+    # Both datasets are CrudeWebdataset, so the sample type does not tell; every record fails
+    # the task's cooker, which used to print a traceback and the sample for each of them.
+    data = request.getfixturevalue(fixture).path
+    res = _run(data, tokenizer_dir, "--task", task)
+    line = _error_line(res)
+    assert res.output.count("\n") <= 2, res.output  # energon's progress bar, the error
+    assert f"the first {FIRST_FAILURES} samples all failed with --task {task}, e.g. 0: " in line
+    assert line.endswith(hint)
+
+
+def test_a_few_failing_samples_are_reported_without_tracebacks(
+    tmp_path: Path, tokenizer_dir: Path
+) -> None:
+    from energon_pack_tools import make_jsonl_dataset
+
+    texts = synthetic_texts(30, seed=5, min_words=1, max_words=20)
+    records: list[dict] = [{"text": t} for t in texts]
+    records[3] = records[17] = {"prompt": "not", "response": "text"}
+    data = make_jsonl_dataset(tmp_path / "mixed.jsonl", records)
+    res = _run(data, tokenizer_dir, "--json")
+    assert res.exit_code == 0, res.output
+    assert "Traceback" not in res.output and "Except " not in res.output
+    out = json.loads(res.stdout)
+    assert (out["samples_out"], out["skipped"]) == (28, 2)
+    assert [s["key"] for s in out["skipped_samples"]] == ["3", "17"]
+    assert "has no field 'text'" in out["skipped_samples"][0]["reason"]

@@ -135,6 +135,14 @@ def test_option_mistakes_are_one_line(tmp_path: Path, processor_dir: Path) -> No
     assert res.exit_code == 2 and f"--processor {no_config}: no preprocessor_config.json" in (
         res.output
     )
+    # HyperCLOVAX-V2 saves Qwen2-VL's image processor, under a processor no family lists
+    other = tmp_path / "hyperclovax"
+    shutil.copytree(processor_dir, other)
+    config = {"processor_class": "HyperCLOVAXVisionV2Processor"}
+    (other / "processor_config.json").write_text(json.dumps(config))
+    res = _invoke("analyze", str(vqa), "--task", "vqa", "--processor", str(other), *spec)
+    assert res.exit_code == 2, res.output
+    assert "HyperCLOVAXVisionV2Processor is not a registered VLM processor class" in res.output
 
 
 def test_video_processor_config_without_torchvision_is_a_note(

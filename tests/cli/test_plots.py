@@ -90,3 +90,25 @@ def test_fill_panel_names_target_buffer_and_recommendation_in_its_legend(result)
     assert title.endswith("\nno candidate buffer reaches 93.8%")
     labels, _ = _fill_panel(dataclasses.replace(capped, bound_fill=1.0, target_fill=0.99))
     assert "target 99%" in labels
+
+
+def test_the_report_and_the_plot_print_the_same_median(result) -> None:
+    # An even count whose two middle lengths differ: the report used the upper one (279 on
+    # the dataset) and the plot the truncated mean (267).
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from energon_pack_tools._plots import _length_histogram
+
+    worked = dataclasses.replace(result, lengths=[5, 255, 279, 300, 8, 3])
+    line = next(x for x in worked.lines() if x.startswith("lengths"))
+    fig, ax = plt.subplots()
+    try:
+        _length_histogram(ax, worked)
+        title = ax.get_title()
+    finally:
+        plt.close(fig)
+    assert "median 131.5," in line  # [3, 5, 8, 255, 279, 300]: (8 + 255) / 2
+    assert "median 131.5," in title

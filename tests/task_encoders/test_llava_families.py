@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 from PIL import Image
-from vlm_helpers import png, vlm_datasets
+from vlm_helpers import chat_sample, png, vlm_datasets
 from vlm_models import llava_processor, tiny_llava
 
 from energon_pack.algorithms import CarryOver
@@ -251,3 +251,46 @@ def test_analyze_counts_llava_media_tokens(
     packs = packs_of("conversation", path, family, light=True)
     assert out["media"]["media_tokens"] == sum(p.num_media_tokens for p in packs) > 0
     assert out["samples_in"] == len(ref)
+
+
+def test_documents_keep_the_bos_a_llama_style_tokenizer_adds(tmp_path, tokenizer_dir) -> None:
+    """A tokenizer whose post-processor adds BOS (Llama, Mistral) with a chat template that does
+    not write it: ``LlavaNextProcessor.apply_chat_template(tokenize=True)`` puts BOS first, and
+    so does every document (a VQA turn, a conversation with images mid-text and in a later
+    turn); BOS is not in the loss."""
+    from tokenizers import processors
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tok.add_tokens(["<image>", "<video>"], special_tokens=True)
+    bos, bos_id = tok.bos_token, tok.bos_token_id
+    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)]
+    )
+    tok.save_pretrained(tmp_path)
+    processor = llava_processor(tmp_path)
+    processor.chat_template = processor.tokenizer.chat_template
+    assert (
+        processor.tokenizer("a").input_ids[:1]
+        == [bos_id]
+        != processor.tokenizer.apply_chat_template([{"role": "user", "content": "a"}])[:1]
+    )
+    enc = ConversationPackingTaskEncoder(tmp_path, processor, pack_size=512, image_token="<image>")
+    conversations = [
+        (["<image>\nwhat is it", "a seed"], [png(150, 60, 1)]),
+        (
+            ["hi", "hello", "and <image> here, or <image>?", "both"],
+            [png(13, 77, 2), png(56, 56, 3)],
+        ),
+    ]
+    for i, (turns, images) in enumerate(conversations):
+        (doc,) = enc.encode_sample(chat_sample(f"k{i}", turns, images=images))
+        roles = ["user", "assistant"] * len(turns)
+        messages = [{"role": r, "content": t} for r, t in zip(roles, turns)]
+        pil = [Image.open(io.BytesIO(b)) for b in images]
+        want = processor.apply_chat_template(
+            messages, tokenize=True, return_dict=True, processor_kwargs={"images": pil}
+        )
+        assert doc.tokens.tolist() == list(want["input_ids"][0]), turns
+        assert doc.tokens[0] == bos_id and not doc.loss_mask[0]
+        assert doc.image_sizes.tolist() == [list(s) for s in want["image_sizes"]]

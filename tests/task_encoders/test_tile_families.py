@@ -268,14 +268,15 @@ def test_analyze_counts_the_familys_media_tokens(
 
     from click.testing import CliRunner
 
+    from energon_pack.encoding import transformers_class
     from energon_pack_tools.cli import main
 
     name, _, processor = family
     processor.save_pretrained(tmp_path / name)
-    if name == "smolvlm":  # the class a checkpoint names (the test's is a subclass)
-        saved = tmp_path / name / "processor_config.json"
-        config = {**json.loads(saved.read_text()), "processor_class": "SmolVLMProcessor"}
-        saved.write_text(json.dumps(config))
+    # the class a checkpoint names (the test's is a subclass without the video processor)
+    saved = tmp_path / name / "processor_config.json"
+    config = {**json.loads(saved.read_text()), "processor_class": transformers_class(processor)}
+    saved.write_text(json.dumps(config))
     path, ref = datasets["conversation"]
     args = ["analyze", str(path), "--task", "conversation", "--processor", str(tmp_path / name)]
     args += ["--pack-size", str(PACK_SIZE), "--buffer-size", "4", "--json"]

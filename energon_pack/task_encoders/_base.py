@@ -45,6 +45,12 @@ from energon_pack.samples import (
     collate_packs,
     pack_documents,
 )
+from energon_pack.task_encoders._blend_size import (
+    blend_description,
+    blending,
+    dataset_counts,
+    raw_sample_size,
+)
 
 __all__ = ["PackingConfig", "PackingTaskEncoder"]
 
@@ -107,6 +113,10 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     #: state after it. A class that sets False in its own body vouches for its own
     #: ``encode_document`` only: a subclass that overrides it is seeded unless it says False too.
     encode_draws_random: bool = True
+    #: Make a metadataset's ``blend:`` weights hold in sizes instead of samples: None (energon's
+    #: sample-weighted blend), ``"tokens"``, ``"bytes"`` or a callable ``raw_sample -> int``;
+    #: overriding :meth:`blend_sample_size` turns it on too. docs/howto/blends.md.
+    blend_size: Any = None
 
     def __init__(self, config: PackingSpec | None = None, **config_fields: Any) -> None:
         if config is None:
@@ -260,7 +270,11 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         if restoring_item():  # counted when it was first made
             counts = PackingCounts()
         else:
-            self.stats.record_pack(doc_lengths=pack.doc_lengths, pack_size=self.config.pack_size)
+            self.stats.record_pack(
+                doc_lengths=pack.doc_lengths,
+                pack_size=self.config.pack_size,
+                **dataset_counts(pack, samples),
+            )
             counts = self.stats.take_counts()
         if isinstance(pack, PackedTextSample):
             pack.counts = counts
@@ -283,11 +297,22 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         """Pack slots a document occupies: its length rounded up to the alignment."""
         return self.config.slots(len(sample.tokens))
 
+    def blend_sample_size(self, raw_sample: Any) -> int:
+        """Hook (energon PR #238's name): the size a raw sample adds to its dataset's share of a
+        size-weighted blend, under :attr:`blend_size` (e.g. its token count)."""
+        return raw_sample_size(self, raw_sample)
+
+    def fingerprint_extras(self) -> dict[str, str]:
+        """Resume fingerprint entries beyond the encoder's fields: what a blend weighs."""
+        blend = blend_description(self)
+        return {} if blend is None else {"blend_size": blend}
+
     def build_train_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
         """energon's, with every stage's error handler counting skipped samples in
-        ``stats.skipped`` (:func:`~energon_pack.energon.building_datasets`) and the guards of
-        :mod:`energon_pack.energon` for exact resume."""
-        with building_datasets(self, worker_config):
+        ``stats.skipped`` (:func:`~energon_pack.energon.building_datasets`), the guards of
+        :mod:`energon_pack.energon` for exact resume, and a size-weighted blend if asked for
+        (:attr:`blend_size`)."""
+        with building_datasets(self, worker_config), blending(self, kwargs):
             return resumable(self, super().build_train_datasets, worker_config, kwargs)
 
     def build_val_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:

@@ -30,6 +30,9 @@ from energon_pack_tools._replay import replay_and_sweep
 
 __all__ = ["FirstSamplesFailed", "analyze_dataset"]
 
+#: ``labels`` at positions without a target (the products' and PyTorch's ignore index).
+IGNORE_INDEX = -100
+
 #: Failed samples in a row, before any document was read, after which the analysis stops
 #: (energon's own tolerance is 100 in a row, each printed with its traceback).
 FIRST_FAILURES = 8
@@ -178,6 +181,7 @@ class _Measured:
     pack_fills: list[float]  #: real tokens / pack size, per emitted pack
     first_packs: list[list[int]]  #: document lengths of the first FIRST_PACKS packs
     tokens: int  #: real tokens in packs
+    loss_tokens: int  #: positions of the packs with a target (``labels != -100``)
     documents: int  #: documents (pieces) in packs
     stats: PackingStats  #: the encoder's counts (empty, truncated, split, dropped, skipped)
     media: list[int] | None  #: media tokens per emitted pack (``None``: no media)
@@ -224,7 +228,7 @@ def _packs_of(
     pack_fills: list[float] = []
     first_packs: list[list[int]] = []
     media: list[int | None] = []
-    tokens = documents = 0
+    tokens = documents = loss_tokens = 0
     bar = tqdm(
         iter(loader),
         desc="packing",
@@ -237,6 +241,7 @@ def _packs_of(
         n = int(sum(pack.doc_lengths))
         tokens += n
         documents += len(pack.doc_lengths)
+        loss_tokens += int((pack.labels != IGNORE_INDEX).sum())
         pack_fills.append(n / encoder.config.pack_size)
         media.append(_media_tokens(pack))
         if len(first_packs) < FIRST_PACKS:
@@ -247,6 +252,7 @@ def _packs_of(
         pack_fills=pack_fills,
         first_packs=first_packs,
         tokens=tokens,
+        loss_tokens=loss_tokens,
         documents=documents,
         stats=encoder.stats,
         media=None if None in media else [int(m or 0) for m in media],
@@ -274,6 +280,7 @@ def _report(
         dropped_empty=stats.dropped_empty,
         packs=packs,
         tokens=measured.tokens,
+        loss_tokens=measured.loss_tokens,
         fill=measured.tokens / (packs * size) if packs else 0.0,
         documents_per_pack=measured.documents / packs if packs else 0.0,
         truncated_overlong=stats.truncated_overlong,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from energon_pack.algorithms import CarryOver, PackingResult
+from energon_pack_tools._replay import PackSizeChoice
 
 __all__ = ["FIRST_PACKS", "AnalysisResult"]
 
@@ -23,6 +24,9 @@ class AnalysisResult(PackingResult):
 
     dataset: str
     dropped_empty: int  #: samples that encoded to zero tokens (dropped)
+    #: positions of the emitted packs with a target (``labels != -100``): the tokens the loss
+    #: averages over (SFT prompts, image placeholders and each document's last token have none)
+    loss_tokens: int = 0
     #: samples energon's error handler skipped (a corrupt file, bad UTF-8, an encoder error)
     skipped: int = 0
     #: ``(key, reason)`` of the skipped samples (the most recent 1024)
@@ -50,6 +54,15 @@ class AnalysisResult(PackingResult):
     pack_media_tokens: list[int] | None = field(default=None, repr=False)
     #: what the simulated figures could not model (media budgets with over-long documents)
     replay_note: str | None = None
+    #: simulated fill, packs and tokens at a few pack sizes around ``pack_size`` (same
+    #: lengths, buffer and policies; :data:`~energon_pack_tools._replay.PACK_SIZE_FACTORS`)
+    pack_size_choices: dict[int, PackSizeChoice] = field(default_factory=dict)
+
+    @property
+    def loss_share(self) -> float:
+        """Loss tokens / real tokens in packs (0.0 without tokens): 40 of 100 real tokens with
+        a target (an SFT response) -> 0.4."""
+        return self.loss_tokens / self.tokens if self.tokens else 0.0
 
     @property
     def media_tokens(self) -> int | None:
@@ -86,6 +99,10 @@ class AnalysisResult(PackingResult):
             out.pop(name)
         out["media"] = self.media_figures()
         out["buffer_sweep"] = {str(k): v for k, v in self.buffer_sweep.items()}
+        out["loss_share"] = self.loss_share
+        out["pack_size_choices"] = {
+            str(size): choice._asdict() for size, choice in self.pack_size_choices.items()
+        }
         out["skipped_samples"] = [{"key": k, "reason": r} for k, r in self.skipped_samples]
         out["high_bit_depth_samples"] = [
             {"key": k, "mode": m} for k, m in self.high_bit_depth_samples
@@ -128,6 +145,10 @@ class AnalysisResult(PackingResult):
                 f"({self.dropped_empty} empty dropped)",
             ),
             ("pieces/pack", f"{self.documents_per_pack:.2f}"),
+            (
+                "loss tokens",
+                f"{self.loss_tokens:,} = {self.loss_share:.2%} of real tokens (have a target)",
+            ),
             (
                 "over-long",
                 f"truncated {self.truncated_overlong}, split {self.split_overlong}, "
@@ -173,6 +194,10 @@ class AnalysisResult(PackingResult):
                     f"(simulated; {self.fill:.2%} without)",
                 )
             )
+        if self.pack_size_choices:
+            rows.append(
+                ("pack sizes", _pack_size_summary(self.pack_size_choices, self.buffer_size))
+            )
         rows.append(("recommended buffer", rec))
         policy, best = CarryOver(), self.carry_over_buffer_size
         reach = f"buffer {best}" if best else f"no candidate buffer reaches {self.target_fill:.2%}"
@@ -187,6 +212,15 @@ class AnalysisResult(PackingResult):
         if self.replay_note is not None:
             rows.append(("note", self.replay_note))
         return [f"{name:<19} {value}" for name, value in rows]
+
+
+def _pack_size_summary(choices: dict[int, PackSizeChoice], buffer_size: int) -> str:
+    """``256: 93.10% in 1,351 packs, 512: 88.53% in 715, ... (simulated, buffer 16)``."""
+    shown = [
+        f"{size}: {c.fill:.2%} in {c.packs:,}" + (" packs" if i == 0 else "")
+        for i, (size, c) in enumerate(choices.items())
+    ]
+    return ", ".join(shown) + f" (simulated, buffer {buffer_size})"
 
 
 def _skipped_summary(count: int, samples: Sequence[tuple[str, str]]) -> str:

@@ -40,6 +40,13 @@ def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
     out = _analyze(*common, "--buffer-size", "4")
     assert (out["packs"], out["tokens"], out["fill"]) == (2, 16, 1.0)
     assert (out["samples_in"], out["samples_out"], out["documents_per_pack"]) == (4, 4, 2.0)
+    # Plain text trains on every token but each document's last: 16 - 4 = 12.
+    assert (out["loss_tokens"], out["loss_share"]) == (12, 0.75)
+    # Pack sizes x0.5, x1, x2 at buffer 4 (overlong=truncate): at 4 the 5s are cut to 4 and
+    # nothing pairs (4 packs, 14 / 16); at 8, 5 + 3 twice; at 16 all four in one pack.
+    choices = {"4": (0.875, 4, 14), "8": (1.0, 2, 16), "16": (1.0, 1, 16)}
+    got = {k: (c["fill"], c["packs"], c["tokens"]) for k, c in out["pack_size_choices"].items()}
+    assert got == choices
     # Buffer 1: every document alone -> 4 packs, 16 tokens in 32 slots.
     out = _analyze(*common, "--buffer-size", "1")
     assert (out["packs"], out["fill"]) == (4, 0.5)

@@ -60,6 +60,14 @@ def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
     lengths_file = tmp_path / "four.lengths"
     _analyze(*common, "--buffer-size", "4", "--lengths-out", str(lengths_file))
     assert lengths_file.read_text() == "5\n3\n5\n3\n"
+    # --plot on 4 documents: no degenerate PNG, the report says why (exit 0, figures printed).
+    png = tmp_path / "four.png"
+    res = CliRunner().invoke(command, [*common, "--buffer-size", "4", "--plot", str(png)])
+    assert res.exit_code == 0, res.output
+    assert "fill                100.00%" in res.stdout and not png.exists()
+    assert "plot                none: 4 documents are too few to plot (it needs at least 32" in (
+        res.stdout
+    )
 
 
 def test_overlong_counts(tmp_path: Path, tokenizer_dir: Path) -> None:

@@ -47,6 +47,14 @@ def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
     choices = {"4": (0.875, 4, 14), "8": (1.0, 2, 16), "16": (1.0, 1, 16)}
     got = {k: (c["fill"], c["packs"], c["tokens"]) for k, c in out["pack_size_choices"].items()}
     assert got == choices
+    # Buffer costs: 4 tokens a document on average, each an int64 token and a bool loss-mask
+    # entry (9 bytes); time to fill = buffer x the measured encode time per sample.
+    assert out["bytes_per_document"] == 4 * 9 and out["seconds_per_sample"] > 0
+    costs = out["buffer_costs"]
+    assert set(costs) == {"4", *out["buffer_sweep"]}
+    for b, cost in costs.items():
+        assert cost["memory_bytes"] == int(b) * 36 and cost["restore_samples"] == int(b)
+        assert cost["first_pack_s"] == pytest.approx(int(b) * out["seconds_per_sample"])
     # Buffer 1: every document alone -> 4 packs, 16 tokens in 32 slots.
     out = _analyze(*common, "--buffer-size", "1")
     assert (out["packs"], out["fill"]) == (4, 0.5)

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import io
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,9 @@ from energon_pack_tools._analysis_result import FIRST_PACKS, AnalysisResult
 from energon_pack_tools._replay import replay_and_sweep
 
 __all__ = ["FirstSamplesFailed", "analyze_dataset"]
+
+#: ``labels`` at positions without a target (the products' and PyTorch's ignore index).
+IGNORE_INDEX = -100
 
 #: Failed samples in a row, before any document was read, after which the analysis stops
 #: (energon's own tolerance is 100 in a row, each printed with its traceback).
@@ -96,28 +100,58 @@ class _DropErrorLines(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def _recording_documents(encoder: Any) -> Iterator[tuple[list[int], list[tuple[int, int]]]]:
+def _recording_documents(
+    encoder: Any,
+) -> Iterator[tuple[list[int], list[tuple[int, int]], list[int], list[float]]]:
     """Within the block, ``encoder.encode_document`` also appends each non-empty document's
-    length and media load (``EncodedSample.media_load``: media tokens, images + videos), in
-    read order, to the yielded lists; any packing task encoder works."""
+    length, media load (``EncodedSample.media_load``: media tokens, images + videos) and the
+    bytes it holds while buffered (:func:`_held_bytes`), in read order, to the yielded lists,
+    and adds its encode time to the last one (one float); any packing task encoder works."""
     lengths: list[int] = []
     loads: list[tuple[int, int]] = []
+    held: list[int] = []
+    seconds = [0.0]
     inner = encoder.encode_document
 
     def encode_document(sample: Any) -> list[EncodedSample]:
+        start = time.perf_counter()
         result = inner(sample)
+        seconds[0] += time.perf_counter() - start
         docs = [result] if isinstance(result, EncodedSample) else list(result)
         for d in docs:
             if len(d.tokens):
                 lengths.append(len(d.tokens))
                 loads.append(tuple(getattr(d, "media_load", (0, 0))))
+                held.append(_held_bytes(d))
         return docs
 
     encoder.encode_document = encode_document
     try:
-        yield lengths, loads
+        yield lengths, loads, held, seconds
     finally:
         del encoder.encode_document
+
+
+def _held_bytes(document: Any) -> int:
+    """Bytes of the arrays (tokens, loss mask, pixels) and encoded media (``bytes``) an encoded
+    document holds, its lists and tuples included: what it costs while it waits in the packing
+    buffer. A 100-token text document with an int64 ``tokens`` and a bool ``loss_mask``: 900."""
+    if dataclasses.is_dataclass(document):
+        fields = [getattr(document, f.name, None) for f in dataclasses.fields(document)]
+    else:
+        fields = list(getattr(document, "__dict__", {}).values())
+    total, todo = 0, fields
+    while todo:
+        value = todo.pop()
+        if isinstance(value, (list, tuple)):
+            todo.extend(value)
+        elif hasattr(value, "element_size") and hasattr(value, "numel"):  # torch.Tensor
+            total += int(value.element_size() * value.numel())
+        elif hasattr(value, "nbytes"):  # numpy
+            total += int(value.nbytes)
+        elif isinstance(value, (bytes, bytearray)):
+            total += len(value)
+    return total
 
 
 def _media_tokens(pack: Any) -> int | None:
@@ -177,7 +211,10 @@ class _Measured:
     media_loads: list[tuple[int, int]]  #: (media tokens, images + videos) of each, same order
     pack_fills: list[float]  #: real tokens / pack size, per emitted pack
     first_packs: list[list[int]]  #: document lengths of the first FIRST_PACKS packs
+    held_bytes: list[int]  #: bytes each document holds while buffered, same order
+    seconds: float  #: time spent in ``encode_document`` (tokenize, process media), all samples
     tokens: int  #: real tokens in packs
+    loss_tokens: int  #: positions of the packs with a target (``labels != -100``)
     documents: int  #: documents (pieces) in packs
     stats: PackingStats  #: the encoder's counts (empty, truncated, split, dropped, skipped)
     media: list[int] | None  #: media tokens per emitted pack (``None``: no media)
@@ -192,7 +229,7 @@ def _measure(
     Raises:
         FirstSamplesFailed: the first :data:`FIRST_FAILURES` samples failed, none was read.
     """
-    with _recording_documents(encoder) as (lengths, loads):
+    with _recording_documents(encoder) as (lengths, loads, held, seconds):
         quiet = contextlib.redirect_stdout(_DropErrorLines(sys.stdout))
         try:
             with quiet:
@@ -206,7 +243,13 @@ def _measure(
             if cause is None:
                 raise
             raise cause from None
-    return dataclasses.replace(measured, lengths=list(lengths), media_loads=list(loads))
+    return dataclasses.replace(
+        measured,
+        lengths=list(lengths),
+        media_loads=list(loads),
+        held_bytes=list(held),
+        seconds=seconds[0],
+    )
 
 
 def _packs_of(
@@ -224,7 +267,7 @@ def _packs_of(
     pack_fills: list[float] = []
     first_packs: list[list[int]] = []
     media: list[int | None] = []
-    tokens = documents = 0
+    tokens = documents = loss_tokens = 0
     bar = tqdm(
         iter(loader),
         desc="packing",
@@ -237,6 +280,7 @@ def _packs_of(
         n = int(sum(pack.doc_lengths))
         tokens += n
         documents += len(pack.doc_lengths)
+        loss_tokens += int((pack.labels != IGNORE_INDEX).sum())
         pack_fills.append(n / encoder.config.pack_size)
         media.append(_media_tokens(pack))
         if len(first_packs) < FIRST_PACKS:
@@ -244,9 +288,12 @@ def _packs_of(
     return _Measured(
         lengths=[],
         media_loads=[],
+        held_bytes=[],
+        seconds=0.0,
         pack_fills=pack_fills,
         first_packs=first_packs,
         tokens=tokens,
+        loss_tokens=loss_tokens,
         documents=documents,
         stats=encoder.stats,
         media=None if None in media else [int(m or 0) for m in media],
@@ -274,6 +321,9 @@ def _report(
         dropped_empty=stats.dropped_empty,
         packs=packs,
         tokens=measured.tokens,
+        loss_tokens=measured.loss_tokens,
+        bytes_per_document=sum(measured.held_bytes) / max(len(measured.held_bytes), 1),
+        seconds_per_sample=measured.seconds / max(len(measured.lengths), 1),
         fill=measured.tokens / (packs * size) if packs else 0.0,
         documents_per_pack=measured.documents / packs if packs else 0.0,
         truncated_overlong=stats.truncated_overlong,

@@ -2,6 +2,11 @@
 """The pictures behind ``energon-pack analyze --plot``, one PNG: document lengths (log bins, the
 pack size marked), simulated fill against buffer size (stock and carry-over, the recommended
 buffer marked), and the first packs the loader emitted. Needs matplotlib.
+
+Below :data:`MIN_PLOT_DOCUMENTS` documents there is no picture to draw (a candidate buffer of
+32 holds them all: the fill curve is one or two points, the histogram a few bars):
+:func:`plot_analysis` raises :class:`TooFewDocuments` and ``analyze`` says so on its ``plot``
+line instead of writing a degenerate PNG.
 """
 
 from __future__ import annotations
@@ -14,7 +19,16 @@ from energon_pack.algorithms import CarryOver
 from energon_pack_tools._analysis_result import AnalysisResult, median_length
 from energon_pack_tools._replay import BUFFER_CANDIDATES, recommend_buffer_size
 
-__all__ = ["buffer_fill_curves", "plot_analysis"]
+__all__ = ["MIN_PLOT_DOCUMENTS", "TooFewDocuments", "buffer_fill_curves", "plot_analysis"]
+
+#: Fewest documents :func:`plot_analysis` draws: two candidate buffers' worth (below it buffer
+#: 32 holds every document, so the fill curve is one or two points; the histogram a few bars).
+MIN_PLOT_DOCUMENTS = 2 * BUFFER_CANDIDATES[0]
+
+
+class TooFewDocuments(ValueError):
+    """The dataset has fewer than :data:`MIN_PLOT_DOCUMENTS` documents: no plot."""
+
 
 _STOCK, _CARRY, _PACK = "#4c72b0", "#dd8452", "#c44e52"
 
@@ -149,8 +163,15 @@ def plot_analysis(result: AnalysisResult, path: Path | str) -> Path:
     """Write the three pictures of the module docstring to one PNG at ``path``; return it.
 
     Raises:
+        TooFewDocuments: fewer than :data:`MIN_PLOT_DOCUMENTS` documents (nothing written).
         ImportError: matplotlib is not installed (the message says ``pip install matplotlib``).
     """
+    if len(result.lengths) < MIN_PLOT_DOCUMENTS:
+        raise TooFewDocuments(
+            f"{len(result.lengths)} documents are too few to plot (it needs at least "
+            f"{MIN_PLOT_DOCUMENTS}: a buffer of {BUFFER_CANDIDATES[1]} holds them all, so the "
+            "fill curve would be one or two points); the report has every figure"
+        )
     try:
         import matplotlib
     except ImportError as exc:

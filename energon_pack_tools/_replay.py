@@ -9,14 +9,32 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from energon_pack.algorithms import CarryOver, MediaLoad, PackingSpec, as_spec, simulate
 
-__all__ = ["BUFFER_CANDIDATES", "recommend_buffer_size", "replay_and_sweep"]
+__all__ = [
+    "BUFFER_CANDIDATES",
+    "PACK_SIZE_FACTORS",
+    "PackSizeChoice",
+    "pack_size_choices",
+    "recommend_buffer_size",
+    "replay_and_sweep",
+]
 
 #: Buffer sizes tried by :func:`recommend_buffer_size`.
 BUFFER_CANDIDATES: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+#: Pack sizes :func:`pack_size_choices` tries, as multiples of the chosen one.
+PACK_SIZE_FACTORS: tuple[float, ...] = (0.5, 1.0, 2.0)
+
+
+class PackSizeChoice(NamedTuple):
+    """The simulated figures of one pack size (same lengths, buffer and policies)."""
+
+    fill: float  #: real tokens / pack slots
+    packs: int
+    tokens: int  #: real tokens in packs (the over-long policy at this size applied)
 
 
 def recommend_buffer_size(
@@ -68,6 +86,39 @@ def _replay_media(
     return None, text_only, note if spec.has_media_budgets else None
 
 
+def pack_size_choices(
+    lengths: Sequence[int],
+    loads: Sequence[tuple[int, int]],
+    spec: PackingSpec,
+    *,
+    buffer_size: int,
+    factors: Sequence[float] = PACK_SIZE_FACTORS,
+) -> dict[int, PackSizeChoice]:
+    """``simulate`` the same documents at other pack sizes (``factors`` x ``spec.pack_size``,
+    rounded down to the alignment), same buffer and policies: what a smaller or larger pack
+    would fill. A size the spec refuses (below the alignment, or ``overlong="error"`` with a
+    document longer than it) is left out.
+
+    ``[300, 300, 200, 200]`` at 512, ``overlong="split"``, buffer 4: 256 cuts each 300 into
+    256 + 44, so the first buffer holds those four pieces (3 packs) and the 200s come alone
+    (5 packs, 1000 / 1280 = 78.1%); 512 pairs 300 + 200 twice (2 packs, 97.7%); 1024 holds all
+    four (1 pack, 97.7%). With ``overlong="error"`` 256 is left out.
+    """
+    choices: dict[int, PackSizeChoice] = {}
+    for factor in factors:
+        size = int(spec.pack_size * factor) // spec.alignment * spec.alignment
+        if size < 1 or size in choices:
+            continue
+        try:
+            at = dataclasses.replace(spec, pack_size=size)
+            media, at, _ = _replay_media(lengths, loads, at)
+            sim = simulate(lengths, at, buffer_size, media=media)
+        except ValueError:  # e.g. overlong="error" and a document longer than this size
+            continue
+        choices[size] = PackSizeChoice(sim.fill, sim.packs, sim.tokens)
+    return choices
+
+
 def replay_and_sweep(
     lengths: Sequence[int],
     loads: Sequence[tuple[int, int]],
@@ -94,9 +145,11 @@ def replay_and_sweep(
         "carry_over_fill": None,
         "carry_over_buffer_size": None,
         "replay_note": note,
+        "pack_size_choices": {},
     }
     if not lengths:
         return figures
+    figures["pack_size_choices"] = pack_size_choices(lengths, loads, spec, buffer_size=buffer_size)
     figures["simulated_fill"] = simulate(lengths, spec, buffer_size, media=media).fill
     figures["recommended_buffer_size"], figures["buffer_sweep"] = recommend_buffer_size(
         lengths, spec, target_fill=target, media=media

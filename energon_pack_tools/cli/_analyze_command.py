@@ -153,7 +153,7 @@ def command(
     from energon_pack_tools._analysis import FirstSamplesFailed, analyze_dataset
     from energon_pack_tools._blend_analysis import analyze_blend, weighted_blend
     from energon_pack_tools._datasets import check_dataset
-    from energon_pack_tools._plots import plot_analysis
+    from energon_pack_tools._plots import TooFewDocuments, plot_analysis
 
     blend = weighted_blend(dataset)
     if blend is not None and (plot or lengths_out or limit):
@@ -246,6 +246,8 @@ def command(
     if plot is not None:  # after the report: a failed picture must not cost the figures
         try:
             plot_analysis(result, plot)
+        except TooFewDocuments as exc:  # not a failure: nothing worth drawing
+            click.echo(f"{'plot':<19} none: {exc}", err=as_json)
         except Exception as exc:  # any failure here is only a warning
             click.echo(f"warning: no plot written to {plot}: {exc}", err=True)
         else:

@@ -40,6 +40,21 @@ def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
     out = _analyze(*common, "--buffer-size", "4")
     assert (out["packs"], out["tokens"], out["fill"]) == (2, 16, 1.0)
     assert (out["samples_in"], out["samples_out"], out["documents_per_pack"]) == (4, 4, 2.0)
+    # Plain text trains on every token but each document's last: 16 - 4 = 12.
+    assert (out["loss_tokens"], out["loss_share"]) == (12, 0.75)
+    # Pack sizes x0.5, x1, x2 at buffer 4 (overlong=truncate): at 4 the 5s are cut to 4 and
+    # nothing pairs (4 packs, 14 / 16); at 8, 5 + 3 twice; at 16 all four in one pack.
+    choices = {"4": (0.875, 4, 14), "8": (1.0, 2, 16), "16": (1.0, 1, 16)}
+    got = {k: (c["fill"], c["packs"], c["tokens"]) for k, c in out["pack_size_choices"].items()}
+    assert got == choices
+    # Buffer costs: 4 tokens a document on average, each an int64 token and a bool loss-mask
+    # entry (9 bytes); time to fill = buffer x the measured encode time per sample.
+    assert out["bytes_per_document"] == 4 * 9 and out["seconds_per_sample"] > 0
+    costs = out["buffer_costs"]
+    assert set(costs) == {"4", *out["buffer_sweep"]}
+    for b, cost in costs.items():
+        assert cost["memory_bytes"] == int(b) * 36 and cost["restore_samples"] == int(b)
+        assert cost["first_pack_s"] == pytest.approx(int(b) * out["seconds_per_sample"])
     # Buffer 1: every document alone -> 4 packs, 16 tokens in 32 slots.
     out = _analyze(*common, "--buffer-size", "1")
     assert (out["packs"], out["fill"]) == (4, 0.5)
@@ -53,6 +68,14 @@ def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
     lengths_file = tmp_path / "four.lengths"
     _analyze(*common, "--buffer-size", "4", "--lengths-out", str(lengths_file))
     assert lengths_file.read_text() == "5\n3\n5\n3\n"
+    # --plot on 4 documents: no degenerate PNG, the report says why (exit 0, figures printed).
+    png = tmp_path / "four.png"
+    res = CliRunner().invoke(command, [*common, "--buffer-size", "4", "--plot", str(png)])
+    assert res.exit_code == 0, res.output
+    assert "fill                100.00%" in res.stdout and not png.exists()
+    assert "plot                none: 4 documents are too few to plot (it needs at least 32" in (
+        res.stdout
+    )
 
 
 def test_overlong_counts(tmp_path: Path, tokenizer_dir: Path) -> None:

@@ -50,6 +50,9 @@ def test_conversations_media_tokens_apart_from_text(tmp_path: Path, processor_di
     out = _analyze(*common, "--pack-size", "64", "--buffer-size", "4")
     assert (out["samples_in"], out["packs"], out["tokens"]) == (4, 1, 48)
     assert out["media"]["media_tokens"] == 18 and out["media"]["text_tokens"] == 30
+    # Loss tokens: the assistant's words and "</s>" (2 + 3 + 3 + 2), each predicted by the
+    # position before it; the prompts and the placeholders have no target.
+    assert (out["loss_tokens"], out["loss_share"]) == (10, 10 / 48)
     # Pack 16: 16 | 16 | 11 + 5 -> media per pack 6, 8, 4 (+ 0); text 10, 8, 7 + 5.
     out = _analyze(*common, "--pack-size", "16", "--buffer-size", "4")
     assert (out["packs"], out["fill"]) == (3, 1.0)
@@ -100,6 +103,10 @@ def test_sft_and_text_have_no_media(tmp_path: Path, tokenizer_dir: Path) -> None
     out = _analyze(str(data), "--task", "sft", *args)
     # "<|user|> the cat <|assistant|> a dog </s>" = 7 tokens, "<|user|> of <|assistant|> to </s>" 5.
     assert (out["samples_in"], out["tokens"], out["media"]) == (2, 12, None)
+    # Only the responses are trained on: "a dog </s>" and "to </s>", 5 of 12 tokens.
+    assert (out["loss_tokens"], out["loss_share"]) == (5, 5 / 12)
+    res = _invoke("analyze", str(data), "--task", "sft", *args)
+    assert "loss tokens         5 = 41.67% of real tokens (have a target)" in res.stdout
 
 
 def test_option_mistakes_are_one_line(tmp_path: Path, processor_dir: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from energon_pack_tools import analyze_dataset, make_text_dataset, plot_analysis, synthetic_texts
-from energon_pack_tools._plots import buffer_fill_curves
+from energon_pack_tools._plots import MIN_PLOT_DOCUMENTS, TooFewDocuments, buffer_fill_curves
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +112,14 @@ def test_the_report_and_the_plot_print_the_same_median(result) -> None:
         plt.close(fig)
     assert "median 131.5," in line  # [3, 5, 8, 255, 279, 300]: (8 + 255) / 2
     assert "median 131.5," in title
+
+
+def test_too_few_documents_are_not_plotted(result, tmp_path: Path) -> None:
+    # 31 documents: buffers 16 and 32 (holding all) would be the whole curve; 32 are drawn.
+    assert MIN_PLOT_DOCUMENTS == 32
+    few = dataclasses.replace(result, lengths=result.lengths[:31])
+    with pytest.raises(TooFewDocuments, match="31 documents are too few to plot"):
+        plot_analysis(few, tmp_path / "few.png")
+    assert not (tmp_path / "few.png").exists()
+    enough = dataclasses.replace(result, lengths=result.lengths[:32])
+    assert plot_analysis(enough, tmp_path / "enough.png").read_bytes()[:4] == b"\x89PNG"

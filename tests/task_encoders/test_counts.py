@@ -148,11 +148,7 @@ def test_analyze_reports_skipped_samples_by_key(tmp_path: Path, tokenizer_dir: P
     assert out["skipped"] == 1
     assert [s["key"] for s in out["skipped_samples"]] == ["000007"]
     assert "UnicodeDecodeError" in out["skipped_samples"][0]["reason"]
-    if sys.version_info >= (3, 11):  # webdataset's DecodingError has no message: the note names
-        assert (  # the sample, the field and the fix
-            "energon_pack: skipped sample '000007' field 'txt' (counted in stats.skipped): "
-            "DecodingError <- UnicodeDecodeError"
-        ) in result.stderr
+    assert "Traceback" not in result.stderr  # listed with its reason, not a traceback each
     report = CliRunner().invoke(main, [*args, "--buffer-size", "8"])
     assert "skipped" in report.stdout and "000007 (" in report.stdout
 

@@ -239,12 +239,13 @@ def packed_batch(rows: list[list[int]] = ROWS, pad_to: int = PACK_SIZE, seed: in
 def max_difference(model: torch.nn.Module, impl: str, batch, docs) -> tuple[float, float]:
     """(max |logit diff| over real tokens, |loss diff|) of the packed run vs. docs alone."""
     out = model(**batch.hf_kwargs(impl, config=model))
+    logits = out.logits.view(len(docs), -1, out.logits.shape[-1])  # hybrids: (1, B*L) row
     worst, total, count = 0.0, 0.0, 0
     for r, row in enumerate(docs):
         start = 0
         for doc, padded in zip(row, batch.doc_lengths_padded[r]):
             alone = model(input_ids=doc.tokens.view(1, -1)).logits[0]
-            got = out.logits[r, start : start + doc.length]
+            got = logits[r, start : start + doc.length]
             diff = float((got - alone).abs().max())
             worst = max(worst, diff if diff == diff else float("inf"))
             total += float(

@@ -73,7 +73,9 @@ def features(config: Any, report: ModelReport) -> str:
     flags = sorted(k for k, v in vars(config).items()
                    if v is True and not k.startswith("_") and k not in _NEUTRAL_FLAGS)  # fmt: skip
     both = f"|both={report.bidirectional}" if report.bidirectional else ""
-    return f"{'+'.join(kinds)}|rope={','.join(report.rope_types)}|flags={','.join(flags)}{both}"
+    state = f"|state={'+'.join(report.state_layers)}" if report.state_layers else ""
+    rope = ",".join(report.rope_types)
+    return f"{'+'.join(kinds)}|rope={rope}|flags={','.join(flags)}{both}{state}"
 
 
 def _model_class(config: Any) -> type | None:

@@ -183,8 +183,8 @@ def hf_kwargs(
     else:
         report = check_model(config, attn_implementation, pack_size=meta.seq_idx.shape[1])
     model = hf_model_kwargs(meta, tokens, report, mask_dtype, token_type_ids)
-    shape = (1, -1) if report.flattened else tokens.shape  # hybrids: packs end to end
-    kwargs = {"input_ids": tokens.reshape(shape), "position_ids": model.pop("position_ids")}
+    flat = (lambda x: x.reshape(1, -1)) if report.flattened else (lambda x: x)  # hybrids
+    kwargs = {"input_ids": flat(tokens), "position_ids": model.pop("position_ids")}
     if labels is not None:
-        kwargs["labels"] = hf_labels(labels).reshape(shape)
+        kwargs["labels"] = flat(hf_labels(labels))
     return {**kwargs, **model}

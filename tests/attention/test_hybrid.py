@@ -175,3 +175,15 @@ def test_other_hybrids_refused_by_mechanism(config, says) -> None:
     with pytest.raises(PackingNotExactError, match="non-attention layer types") as err:
         check_model(getattr(transformers, config)(), "sdpa", pack_size=64)
     assert says in str(err.value)
+
+
+def test_first_batch_check_reads_the_flattened_row(model) -> None:
+    """check_first_batch on a real packed batch of a hybrid (the packs end to end)."""
+    from model_families import packed_batch
+
+    from energon_pack.attention import check_first_batch
+
+    batch, _ = packed_batch()
+    with _verify.cpu_route("sdpa", type(model)):
+        report = check_first_batch(model, batch, "sdpa", tolerance=1e-5)
+    assert report.max_difference <= 1e-5 and report.loss_difference <= 2e-5

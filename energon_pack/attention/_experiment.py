@@ -278,7 +278,10 @@ def packed_vs_alone(
     """(max |output diff|, |loss diff|) of ``rows`` packed vs each document alone, as the
     model's mode is (seeded random tokens, special ids replaced). The loss (causal LMs only)
     with ``hf_kwargs``' labels (-100 at each document's first token and the padding) vs the
-    token-weighted mean of the documents' losses alone. Base models: hidden states."""
+    token-weighted mean of the documents' losses alone. Base models: hidden states. Hybrids
+    (``report.flattened``): the rows end to end, the padded one first, so its padding sits
+    before the next pack's first document."""
+    rows = rows[::-1] if report.flattened else rows
     first = next(model.parameters(), None)
     device = first.device if first is not None else torch.device("cpu")
     meta = document_metadata(rows, length=_row_length(rows))

@@ -24,7 +24,7 @@ from energon_pack.attention import (
 )
 from energon_pack.attention._linear_reference import causal_conv1d_fn, chunk_gated_delta_rule
 
-ROWS = [[9, 5], [6, 3]]  # the second pack has 3 slots of tail padding
+ROWS = [[8, 4], [6, 3]]  # tail padding (2, then 5 slots): before the next pack's first document
 LENGTH = 14
 
 
@@ -108,8 +108,9 @@ def test_flattened_route_is_exact(model, impl) -> None:
         kwargs = hf_kwargs(meta, tokens, labels, impl, config=model)
         assert kwargs["input_ids"].shape == kwargs["seq_idx"].shape == (1, 2 * LENGTH)
         assert kwargs["seq_idx"].dtype == torch.int32
-        assert kwargs["cu_seq_lens_q"].tolist() == [0, 9, 14, 20, 28]
-        assert kwargs["max_length_q"] == 9 and kwargs["labels"][0, LENGTH] == -100
+        assert kwargs["cu_seq_lens_q"].tolist() == [0, 8, 14, 20, 28]  # padding in its slot
+        assert kwargs["seq_idx"][0, 12:15].tolist() == [1, 1, 2]
+        assert kwargs["max_length_q"] == 8 and kwargs["labels"][0, LENGTH] == -100
         out = model(**kwargs)
         logits = out.logits.view(2, LENGTH, -1)
         assert _alone_diff(model, tokens, logits) <= 1e-5

@@ -14,6 +14,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from energon_pack_tools._analysis import analyze_dataset
     from energon_pack_tools._analysis_result import AnalysisResult
+    from energon_pack_tools._blend_analysis import BlendAnalysis, analyze_blend
+    from energon_pack_tools._blends import (
+        BlendShares,
+        make_blend_metadataset,
+        make_short_long_blend,
+        trained_shares,
+    )
     from energon_pack_tools._dataset_check import ShardCheck, check_shards
     from energon_pack_tools._datasets import (
         make_captioning_dataset,
@@ -47,6 +54,12 @@ _LAZY: dict[str, str] = {
     "make_captioning_dataset": "energon_pack_tools._datasets",
     "make_jsonl_dataset": "energon_pack_tools._datasets",
     "make_text_dataset": "energon_pack_tools._datasets",
+    "BlendAnalysis": "energon_pack_tools._blend_analysis",
+    "analyze_blend": "energon_pack_tools._blend_analysis",
+    "BlendShares": "energon_pack_tools._blends",
+    "make_blend_metadataset": "energon_pack_tools._blends",
+    "make_short_long_blend": "energon_pack_tools._blends",
+    "trained_shares": "energon_pack_tools._blends",
     "prepare_dataset": "energon_pack_tools._datasets",
     "sample_key": "energon_pack_tools._datasets",
     "LengthTextEncoder": "energon_pack_tools._encoders",
@@ -70,19 +83,24 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "AnalysisResult",
+    "analyze_blend",
     "analyze_dataset",
+    "BlendAnalysis",
+    "BlendShares",
     "check_shards",
     "corrupt_png_bytes",
     "document_logits",
     "document_loss",
     "IMAGE_TOKEN",
     "LengthTextEncoder",
+    "make_blend_metadataset",
     "make_captioning_dataset",
     "make_conversation_dataset",
     "make_document",
     "make_image_processor",
     "make_jsonl_dataset",
     "make_text_dataset",
+    "make_short_long_blend",
     "make_tokenizer",
     "make_vqa_dataset",
     "plot_analysis",
@@ -94,6 +112,7 @@ __all__ = [
     "synthetic_texts",
     "tiny_causal_lm",
     "train_bpe_tokenizer",
+    "trained_shares",
     "WORDS",
 ]
 

@@ -37,7 +37,7 @@ from energon_pack.attention._experiment import experiment_rows, no_randomness, p
 from energon_pack.attention._foreign import foreign_code
 from energon_pack.attention._implementations import IMPLEMENTATIONS
 
-__all__ = ["PARAMETER_CAP", "check_instance", "loaded_implementation", "vouch"]
+__all__ = ["PARAMETER_CAP", "check_instance", "loaded_implementation", "unwrapped", "vouch"]
 
 #: The largest model (parameters) measured on the instance itself when it holds foreign code.
 PARAMETER_CAP = 50_000_000
@@ -86,12 +86,22 @@ def check_instance(
     return model, impl, verdict
 
 
+def unwrapped(model: Any) -> Any:
+    """The model inside DDP / DataParallel / FSDP (``.module``) and ``torch.compile``
+    (``._orig_mod``) wrappers, which have no ``config`` of their own."""
+    while True:
+        inner = getattr(model, "_orig_mod", None)  # forwards .config: look through it anyway
+        if inner is None and not hasattr(model, "config"):
+            inner = getattr(model, "module", None)
+        if inner is None:
+            return model
+        model = inner
+
+
 def vouch(model: Any, attn_implementation: str) -> None:
     """Record that :func:`check_first_batch` found ``model``, as it is now, exact with
     ``attn_implementation``: its foreign code is then accepted without being measured here
     (until that code changes)."""
-    from energon_pack.attention._verify import unwrapped  # noqa: PLC0415 - _verify imports us
-
     model = _without_adapters(unwrapped(model))
     if isinstance(model, torch.nn.Module):
         found = foreign_code(model)

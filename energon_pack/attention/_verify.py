@@ -34,7 +34,7 @@ from energon_pack.attention._experiment import (
 )
 from energon_pack.attention._implementations import IMPLEMENTATIONS as _IMPLEMENTATIONS
 from energon_pack.attention._implementations import implementation
-from energon_pack.attention._instance import check_instance
+from energon_pack.attention._instance import check_instance, unwrapped
 from energon_pack.attention._linear_reference import kernel_functions, missing_kernels
 
 __all__ = [
@@ -90,18 +90,6 @@ def _model_class(config: Any) -> type | None:
 
 def _digest(config: Any) -> str:
     return hashlib.sha1(config.to_json_string(use_diff=False).encode()).hexdigest()
-
-
-def unwrapped(model: Any) -> Any:
-    """The model inside DDP / DataParallel / FSDP (``.module``) and ``torch.compile``
-    (``._orig_mod``) wrappers, which have no ``config`` of their own."""
-    while True:
-        inner = getattr(model, "_orig_mod", None)  # forwards .config: look through it anyway
-        if inner is None and not hasattr(model, "config"):
-            inner = getattr(model, "module", None)
-        if inner is None:
-            return model
-        model = inner
 
 
 def check_model(

@@ -12,7 +12,6 @@ each process counts its own; every pack carries its worker's
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import deque
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from energon_pack.samples import PackingCounts
+from energon_pack.samples._counts import DATASET_COUNTERS, INT_COUNTERS, trimmed
 
 __all__ = ["PackingStats", "logger"]
 
@@ -27,8 +27,8 @@ __all__ = ["PackingStats", "logger"]
 logger = logging.getLogger("energon_pack.stats")
 
 
-#: The counters (every field of ``PackingCounts``): ``PackingStats`` has each as an attribute.
-_COUNTERS = tuple(f.name for f in dataclasses.fields(PackingCounts))
+#: The integer counters of ``PackingCounts``: ``PackingStats`` has each as an attribute.
+_COUNTERS = INT_COUNTERS
 
 
 @dataclass(kw_only=True)
@@ -50,6 +50,10 @@ class PackingStats:
 
     #: The counters now, by ``PackingCounts`` field name (each also an attribute, see below).
     _now: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTERS, 0))
+    #: The counters per blended dataset now (``dataset_tokens``, ...), as lists.
+    _per_dataset: dict[str, list[int]] = field(
+        default_factory=lambda: {n: [] for n in DATASET_COUNTERS}
+    )
     last_fill: float = 0.0
     last_documents: int = 0
     dropped_keys: deque[str] = field(default_factory=lambda: deque(maxlen=1024))
@@ -113,7 +117,8 @@ class PackingStats:
 
     def counts(self) -> PackingCounts:
         """The counters now, as a :class:`~energon_pack.samples.PackingCounts`."""
-        return PackingCounts(**self._now)
+        per = {n: trimmed(v) for n, v in self._per_dataset.items()}
+        return PackingCounts(**self._now, **per)
 
     def take_counts(self) -> PackingCounts:
         """The counts since the previous call (or since the start): what the next pack carries.
@@ -154,8 +159,20 @@ class PackingStats:
             count,
         )
 
-    def record_pack(self, *, doc_lengths: Sequence[int], pack_size: int) -> None:
-        """Count one pack of documents with these real lengths in a pack of ``pack_size``."""
+    def record_pack(
+        self,
+        *,
+        doc_lengths: Sequence[int],
+        pack_size: int,
+        datasets: Sequence[int | None] = (),
+        loss_tokens: Sequence[int] = (),
+    ) -> None:
+        """Count one pack of documents with these real lengths in a pack of ``pack_size``;
+        with ``datasets`` (each document's place in a metadataset blend, or None) and
+        ``loss_tokens`` (each document's), also per blended dataset."""
+        for i, dataset in enumerate(datasets):
+            if dataset is not None:
+                self._count_dataset(dataset, doc_lengths[i], loss_tokens[i])
         tokens = int(sum(doc_lengths))
         self.packs += 1
         self.pack_tokens += tokens
@@ -165,6 +182,12 @@ class PackingStats:
         self.last_documents = len(doc_lengths)
         if self.log_every and self.packs % self.log_every == 0:
             logger.info("energon_pack stats: %s", self.summary())
+
+    def _count_dataset(self, dataset: int, tokens: int, loss_tokens: int) -> None:
+        for name, value in zip(DATASET_COUNTERS, (tokens, 1, loss_tokens)):
+            counter = self._per_dataset[name]
+            counter.extend([0] * (dataset + 1 - len(counter)))
+            counter[dataset] += int(value)
 
     def as_dict(self) -> dict[str, Any]:
         """The counters and derived figures as a flat dict (for a metrics logger): every

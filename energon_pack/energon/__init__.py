@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Everything energon-pack does inside megatron-energon, in one place: the packing datasets the
 encoders insert in ``build_batch`` (carry-over, restorable post-encode), the wrappers that make a
-resume exact, seeded stateless hooks, skip counting, read errors that name the damaged shard
-(``_shard_errors``) and the version check. Verified with
+resume exact, seeded stateless hooks, the size-weighted blend (``_size_blend``), skip counting,
+read errors that name the damaged shard (``_shard_errors``) and the version check. Verified with
 megatron-energon 7.4.1 (``_version.VERIFIED_ENERGON``); an energon upgrade is checked here.
 What each workaround avoids: docs/concepts/energon.md.
 """
@@ -10,6 +10,7 @@ What each workaround avoids: docs/concepts/energon.md.
 from energon_pack.energon._build_hooks import (
     FatalOverlongSampleError,
     building_datasets,
+    rebuilding,
     restoring_item,
 )
 from energon_pack.energon._carry_over_dataset import build_carry_over_dataset
@@ -21,10 +22,12 @@ from energon_pack.energon._resume_guards import (
     resumable,
 )
 from energon_pack.energon._shard_errors import DamagedShardError, install_shard_errors
+from energon_pack.energon._size_blend import SizeBlendDataset, blend_index, size_blending
 from energon_pack.energon._stateless import SeedSource, seeded_stateless
 from energon_pack.energon._version import check_energon_version
 
 __all__ = [
+    "blend_index",
     "build_carry_over_dataset",
     "build_postencode_packing_dataset",
     "building_datasets",
@@ -33,11 +36,14 @@ __all__ = [
     "encode_map_dataset",
     "FatalOverlongSampleError",
     "guard_reader",
+    "rebuilding",
     "restoring_item",
     "resumable",
     "ResumeConfigError",
     "seeded_stateless",
     "SeedSource",
+    "SizeBlendDataset",
+    "size_blending",
 ]
 
 #: energon's tar reader names the shard (and the fix) when one is damaged.

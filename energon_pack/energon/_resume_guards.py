@@ -246,6 +246,7 @@ def resumable(
             seed_offset=worker_config.seed_offset,
         ),
         **dataset_identity(kwargs.get("datasets") or ()),
+        **getattr(encoder, "fingerprint_extras", dict)(),
     }
     install_restore_check()
     return ResumeGuard(

@@ -89,9 +89,13 @@ def current_seed_args(
     return config.worker_seed(), config.active_worker_sample_index
 
 
-def _wrap_function(fn: Callable[..., Any], seed_from: SeedSource) -> Callable[..., Any]:
+def _wrap_function(
+    fn: Callable[..., Any], seed_from: SeedSource, seed_if: Callable[[Any], bool] | None
+) -> Callable[..., Any]:
     @functools.wraps(fn)
     def seeded(*args: Any, **kwargs: Any) -> Any:
+        if seed_if is not None and not seed_if(args[0]):
+            return fn(*args, **kwargs)
         seed = current_seed_args(seed_from, args)
         if seed is None:
             return fn(*args, **kwargs)
@@ -105,23 +109,59 @@ def _wrap_function(fn: Callable[..., Any], seed_from: SeedSource) -> Callable[..
     return seeded
 
 
+class _Switch:
+    """The generator's own RNG state, switched in around each step (seeded at the first)."""
+
+    def __init__(self, seed: tuple[Any, ...]) -> None:
+        self.seed = seed
+        self.inner: Any = None  # the generator's state between steps (None: not seeded yet)
+        self.outer: Any = None
+
+    def enter(self) -> None:
+        self.outer = SystemRng.save_state()
+        if self.inner is None:
+            _seed_cpu_rngs(*self.seed)
+        else:
+            SystemRng.restore_state(self.inner)
+
+    def leave(self, keep: bool) -> None:
+        if keep:
+            self.inner = SystemRng.save_state()
+        SystemRng.restore_state(self.outer)
+
+
+class _NoSwitch:
+    """No RNG handling: an unseeded generator keeps the same steps (and run-ahead timing)."""
+
+    def enter(self) -> None:
+        pass
+
+    def leave(self, keep: bool) -> None:
+        pass
+
+
 def _wrap_generator(
-    fn: Callable[..., Any], seed_from: SeedSource, run_ahead: bool
+    fn: Callable[..., Any],
+    seed_from: SeedSource,
+    run_ahead: bool,
+    seed_if: Callable[[Any], bool] | None,
 ) -> Callable[..., Any]:
     """Run the generator under its own RNG state: each ``next`` switches to it and back once
     (seeding on the first call). With ``run_ahead`` each switch also computes the next item (the
     same items and draws, the generator's code one item early); an exception raised ahead is
-    re-raised when the consumer asks for that item.
+    re-raised when the consumer asks for that item. When ``seed_if`` says no, the same steps run
+    (one item ahead, too) without touching any RNG.
     """
 
     @functools.wraps(fn)
     def seeded(*args: Any, **kwargs: Any) -> Generator[Any, None, None]:
-        seed = current_seed_args(seed_from, args)
-        if seed is None:
+        if WorkerConfig.active_worker_config is None:  # outside a loader: unseeded
             yield from fn(*args, **kwargs)
             return
+        switch: _Switch | _NoSwitch = _NoSwitch()
+        if seed_if is None or seed_if(args[0]):
+            switch = _Switch(current_seed_args(seed_from, args))  # type: ignore[arg-type]
         it = iter(fn(*args, **kwargs))
-        inner: Any = None  # the generator's RNG state between switches (None: not seeded yet)
         ahead: list[Any] = []  # the item computed ahead, if any (run_ahead only)
         error: Exception | None = None  # raised while computing the item ahead
         done = False
@@ -136,11 +176,7 @@ def _wrap_generator(
                 else:
                     item = _NOTHING
                 if not done and error is None and (run_ahead or item is _NOTHING):
-                    outer = SystemRng.save_state()
-                    if inner is None:
-                        _seed_cpu_rngs(*seed)
-                    else:
-                        SystemRng.restore_state(inner)
+                    switch.enter()
                     try:
                         if item is _NOTHING:
                             try:
@@ -154,10 +190,8 @@ def _wrap_generator(
                                 done = True
                             except Exception as exc:  # re-raised when the consumer gets there
                                 error = exc
-                        if not done and error is None:
-                            inner = SystemRng.save_state()
                     finally:
-                        SystemRng.restore_state(outer)
+                        switch.leave(keep=not done and error is None)
                     if item is _NOTHING:
                         return
                 yield item
@@ -181,6 +215,7 @@ def seeded_stateless(
     failure_tolerance: int | None = None,
     seed_from: SeedSource = SeedSource.SAMPLE_INDEX,
     run_ahead: bool = False,
+    seed_if: Callable[[Any], bool] | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -190,6 +225,7 @@ def seeded_stateless(
     failure_tolerance: int | None = None,
     seed_from: SeedSource = SeedSource.SAMPLE_INDEX,
     run_ahead: bool = False,
+    seed_if: Callable[[Any], bool] | None = None,
 ) -> F | Callable[[F], F]:
     """Mark ``fn`` stateless for energon and seed all RNGs from the worker seed on every call.
 
@@ -203,18 +239,26 @@ def seeded_stateless(
             switch per item instead of one per ``next`` (a one-item generator: 1 save and 1
             restore instead of 3 and 3). Only for generators that yield a
             new object each time and whose side effects may happen one item early.
+        seed_if: Called with the first argument (``self`` of a method) on every call: ``False``
+            runs it without seeding, saving or restoring any RNG (for an encoder that draws no
+            random numbers: the same results without the two state copies per call). ``None``:
+            always seed.
     """
     if fn is None:
         return lambda f: seeded_stateless(
-            f, failure_tolerance=failure_tolerance, seed_from=seed_from, run_ahead=run_ahead
+            f,
+            failure_tolerance=failure_tolerance,
+            seed_from=seed_from,
+            run_ahead=run_ahead,
+            seed_if=seed_if,
         )
     if failure_tolerance is not None and failure_tolerance < 0:
         raise ValueError(f"failure_tolerance={failure_tolerance} must be >= 0 (0: unlimited).")
     seed_from = SeedSource(seed_from)
     if inspect.isgeneratorfunction(fn):
-        wrapped = _wrap_generator(fn, seed_from, run_ahead)
+        wrapped = _wrap_generator(fn, seed_from, run_ahead, seed_if)
     else:
-        wrapped = _wrap_function(fn, seed_from)
+        wrapped = _wrap_function(fn, seed_from, seed_if)
     wrapped.__stateless__ = True  # type: ignore[attr-defined]
     if failure_tolerance is not None:
         wrapped.__failure_tolerance__ = failure_tolerance  # type: ignore[attr-defined]

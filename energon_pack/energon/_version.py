@@ -12,10 +12,18 @@ VERIFIED_ENERGON = "7.4.1"
 VERIFIED_ENERGON_VERSIONS: tuple[str, ...] = (VERIFIED_ENERGON.rsplit(".", 1)[0],)
 
 
-def check_energon_version(version: str | None = None) -> str:
+def check_energon_version(
+    version: str | None = None,
+    *,
+    feature: str = "Carry-over packing",
+    relies_on: str = "PackingDataset's reading buffer and state layout",
+    off: str = "disable carry-over (carry_over=None on the task encoder)",
+) -> str:
     """Return the installed megatron-energon version; raise RuntimeError if it is not verified.
 
-    ``version`` overrides the installed version (for tests).
+    ``version`` overrides the installed version (for tests); ``feature``, ``relies_on`` and
+    ``off`` name, in the message, what needs the check, the internals it uses and how to turn
+    it off.
     """
     if version is None:
         import megatron.energon
@@ -26,10 +34,9 @@ def check_energon_version(version: str | None = None) -> str:
         major, minor = VERIFIED_ENERGON.split(".")[:2]
         upper = f"{major}.{int(minor) + 1}"
         raise RuntimeError(
-            f"Carry-over packing relies on megatron-energon internals (PackingDataset's reading "
-            f"buffer and state layout) and was verified only with megatron-energon {verified}; "
-            f"the installed version is {version!r}. Install a verified version "
-            f"(pip install 'megatron-energon>={VERIFIED_ENERGON},<{upper}') or disable carry-over "
-            f"(carry_over=None on the task encoder)."
+            f"{feature} relies on megatron-energon internals ({relies_on}) and was verified "
+            f"only with megatron-energon {verified}; the installed version is {version!r}. "
+            f"Install a verified version (pip install 'megatron-energon>={VERIFIED_ENERGON},"
+            f"<{upper}') or {off}."
         )
     return version

@@ -9,7 +9,7 @@ docs/howto/loss.md.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,16 +58,36 @@ class PackingCounts:
     pack_documents: int = 0
     #: Slots of those packs (``packs * pack_size``).
     pack_slots: int = 0
+    #: Real tokens in those packs per dataset of a metadataset blend (index: the dataset's
+    #: place in the blend); ``()`` without a blend. Trailing zeros are left out.
+    dataset_tokens: tuple[int, ...] = ()
+    #: Documents in those packs per blended dataset.
+    dataset_documents: tuple[int, ...] = ()
+    #: Loss tokens (labels other than -100) in those packs per blended dataset.
+    dataset_loss_tokens: tuple[int, ...] = ()
 
     def __add__(self, other: PackingCounts) -> PackingCounts:
         if not isinstance(other, PackingCounts):
             return NotImplemented
-        return PackingCounts(**{n: getattr(self, n) + getattr(other, n) for n in _NAMES})
+        return self._combine(other, 1)
 
     def __sub__(self, other: PackingCounts) -> PackingCounts:
         if not isinstance(other, PackingCounts):
             return NotImplemented
-        return PackingCounts(**{n: getattr(self, n) - getattr(other, n) for n in _NAMES})
+        return self._combine(other, -1)
+
+    def _combine(self, other: PackingCounts, sign: int) -> PackingCounts:
+        ints = {n: getattr(self, n) + sign * getattr(other, n) for n in INT_COUNTERS}
+        per = {n: _add(getattr(self, n), getattr(other, n), sign) for n in DATASET_COUNTERS}
+        return PackingCounts(**ints, **per)
+
+    def dataset_shares(self, counter: str = "dataset_tokens") -> tuple[float, ...]:
+        """Each blended dataset's share (0..1) of ``counter`` (``dataset_tokens``,
+        ``dataset_documents`` or ``dataset_loss_tokens``): ``(0.5, 0.5)`` for a blend that
+        trained as many tokens on each; ``()`` without a blend."""
+        values = getattr(self, counter)
+        total = sum(values)
+        return tuple(v / total for v in values) if total else ()
 
     @classmethod
     def total(cls, counts: Iterable[PackingCounts | None]) -> PackingCounts:
@@ -102,4 +122,25 @@ class PackingCounts:
         return out
 
 
-_NAMES = tuple(f.name for f in dataclasses.fields(PackingCounts))
+#: The counters per blended dataset (tuples, indexed by the dataset's place in the blend).
+DATASET_COUNTERS = ("dataset_tokens", "dataset_documents", "dataset_loss_tokens")
+#: The integer counters.
+INT_COUNTERS = tuple(
+    f.name for f in dataclasses.fields(PackingCounts) if f.name not in DATASET_COUNTERS
+)
+
+
+def _add(a: tuple[int, ...], b: tuple[int, ...], sign: int) -> tuple[int, ...]:
+    """``a + sign * b`` element by element (the shorter padded with zeros), trailing zeros cut:
+    ``_add((1, 2), (3,), 1) == (4, 2)``, ``_add((1,), (1,), -1) == ()``."""
+    n = max(len(a), len(b))
+    out = [(a[i] if i < len(a) else 0) + sign * (b[i] if i < len(b) else 0) for i in range(n)]
+    return trimmed(out)
+
+
+def trimmed(values: Sequence[int]) -> tuple[int, ...]:
+    """``values`` as a tuple without trailing zeros: ``trimmed([3, 0]) == (3,)``."""
+    out = list(values)
+    while out and out[-1] == 0:
+        out.pop()
+    return tuple(out)

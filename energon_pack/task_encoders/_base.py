@@ -11,6 +11,7 @@ and ``batch`` (``collate_packs``, rows padded to ``pack_size``). Media encoders 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,12 @@ from energon_pack.samples import (
     collate_packs,
     pack_documents,
 )
+from energon_pack.task_encoders._blend_size import (
+    blend_description,
+    blending,
+    dataset_counts,
+    raw_sample_size,
+)
 
 __all__ = ["PackingConfig", "PackingTaskEncoder"]
 
@@ -73,6 +80,14 @@ class PackingConfig(PackingSpec):
         return cls(**knobs, **fields)
 
 
+@functools.cache
+def _encode_draws_random(cls: type) -> bool:
+    """False only when the class that defines ``cls.encode_document`` declares, in its own body,
+    ``encode_draws_random = False``."""
+    owner = next(c for c in cls.__mro__ if "encode_document" in vars(c))
+    return bool(vars(owner).get("encode_draws_random", True))
+
+
 class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic[T_sample]):
     """Generic packing task encoder; subclasses implement :meth:`encode_document`.
 
@@ -93,6 +108,15 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     #: ``{"*"}``) that may differ between a saved loader state and the loader restoring it; set
     #: it on the encoder before building the loader to resume with a change on purpose.
     resume_accept_changes: frozenset[str] = frozenset()
+    #: Whether :meth:`encode_document` may draw random numbers (``random``, NumPy, torch):
+    #: ``encode_sample`` then seeds them from the sample's restore key and restores the caller's
+    #: state after it. A class that sets False in its own body vouches for its own
+    #: ``encode_document`` only: a subclass that overrides it is seeded unless it says False too.
+    encode_draws_random: bool = True
+    #: Make a metadataset's ``blend:`` weights hold in sizes instead of samples: None (energon's
+    #: sample-weighted blend), ``"tokens"``, ``"bytes"`` or a callable ``raw_sample -> int``;
+    #: overriding :meth:`blend_sample_size` turns it on too. docs/howto/blends.md.
+    blend_size: Any = None
 
     def __init__(self, config: PackingSpec | None = None, **config_fields: Any) -> None:
         if config is None:
@@ -126,7 +150,13 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
     # -- energon hooks -----------------------------------------------------------------------
 
-    @seeded_stateless(seed_from=SeedSource.RESTORE_KEY, run_ahead=True)
+    def _seeds_encode(self) -> bool:
+        """Whether ``encode_sample`` seeds the RNGs (see :attr:`encode_draws_random`)."""
+        return self.encode_draws_random or _encode_draws_random(type(self))
+
+    @seeded_stateless(
+        seed_from=SeedSource.RESTORE_KEY, run_ahead=True, seed_if=lambda self: self._seeds_encode()
+    )
     def encode_sample(self, sample: T_sample) -> Generator[EncodedSample, None, None]:
         """Encode, drop empty documents, apply the over-long policy (yields 0..n documents).
 
@@ -240,7 +270,11 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         if restoring_item():  # counted when it was first made
             counts = PackingCounts()
         else:
-            self.stats.record_pack(doc_lengths=pack.doc_lengths, pack_size=self.config.pack_size)
+            self.stats.record_pack(
+                doc_lengths=pack.doc_lengths,
+                pack_size=self.config.pack_size,
+                **dataset_counts(pack, samples),
+            )
             counts = self.stats.take_counts()
         if isinstance(pack, PackedTextSample):
             pack.counts = counts
@@ -263,11 +297,22 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         """Pack slots a document occupies: its length rounded up to the alignment."""
         return self.config.slots(len(sample.tokens))
 
+    def blend_sample_size(self, raw_sample: Any) -> int:
+        """Hook (energon PR #238's name): the size a raw sample adds to its dataset's share of a
+        size-weighted blend, under :attr:`blend_size` (e.g. its token count)."""
+        return raw_sample_size(self, raw_sample)
+
+    def fingerprint_extras(self) -> dict[str, str]:
+        """Resume fingerprint entries beyond the encoder's fields: what a blend weighs."""
+        blend = blend_description(self)
+        return {} if blend is None else {"blend_size": blend}
+
     def build_train_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
         """energon's, with every stage's error handler counting skipped samples in
-        ``stats.skipped`` (:func:`~energon_pack.energon.building_datasets`) and the guards of
-        :mod:`energon_pack.energon` for exact resume."""
-        with building_datasets(self, worker_config):
+        ``stats.skipped`` (:func:`~energon_pack.energon.building_datasets`), the guards of
+        :mod:`energon_pack.energon` for exact resume, and a size-weighted blend if asked for
+        (:attr:`blend_size`)."""
+        with building_datasets(self, worker_config), blending(self, kwargs):
             return resumable(self, super().build_train_datasets, worker_config, kwargs)
 
     def build_val_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:

@@ -51,6 +51,9 @@ class LLMPackingTaskEncoder(PackingTaskEncoder[TextSample]):
     """
 
     cookers = (Cooker(cook_text),)
+    #: Tokenizing draws no random numbers: ``encode_sample`` runs unseeded (a subclass that
+    #: overrides ``encode_document``, or a tokenizer not from transformers, is seeded).
+    encode_draws_random = False
 
     def __init__(
         self,
@@ -66,6 +69,9 @@ class LLMPackingTaskEncoder(PackingTaskEncoder[TextSample]):
         )
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
+
+    def _seeds_encode(self) -> bool:
+        return super()._seeds_encode() or self.tokenizer.draws_random
 
     def encode_document(self, sample: TextSample) -> EncodedSample:
         text = sample.text.decode() if isinstance(sample.text, bytes) else sample.text

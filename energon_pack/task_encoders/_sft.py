@@ -68,6 +68,9 @@ class SFTPackingTaskEncoder(PackingTaskEncoder[PromptResponseSample]):
     """
 
     cookers = (Cooker(cook_prompt_response),)
+    #: Tokenizing draws no random numbers: ``encode_sample`` runs unseeded (a subclass that
+    #: overrides ``encode_document``, or a tokenizer not from transformers, is seeded).
+    encode_draws_random = False
 
     def __init__(
         self,
@@ -85,6 +88,9 @@ class SFTPackingTaskEncoder(PackingTaskEncoder[PromptResponseSample]):
         self.use_chat_template = self.tokenizer.use_chat_template(use_chat_template)
         packing.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         super().__init__(**packing)
+
+    def _seeds_encode(self) -> bool:
+        return super()._seeds_encode() or self.tokenizer.draws_random
 
     def _chat_ids(self, sample: PromptResponseSample) -> tuple[list[int], list[int]]:
         tok = self.tokenizer.tokenizer

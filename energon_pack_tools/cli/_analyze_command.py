@@ -4,7 +4,9 @@
 ``--task`` picks the encoder (:mod:`energon_pack_tools.cli._tasks`) or ``--encoder
 module:Class`` runs your own; prints fill, packs, over-long counts and the smallest buffer
 reaching 99% fill; ``--json`` prints the :class:`~energon_pack_tools.AnalysisResult`,
-``--plot FILE.png`` draws it. See docs/howto/buffer-size.md.
+``--plot FILE.png`` draws it. See docs/howto/buffer-size.md. On a ``blend:`` metadataset it
+prints the shares of tokens, documents and loss tokens each dataset trains on, sample-weighted
+and size-weighted (docs/howto/blends.md).
 """
 
 from __future__ import annotations
@@ -101,6 +103,21 @@ from energon_pack_tools.cli._tasks import (
     help="Also write a PNG: length histogram, fill against buffer size, the first packs.",
 )
 @click.option(
+    "--blend-tokens",
+    type=click.IntRange(min=1),
+    default=1_000_000,
+    show_default=True,
+    help="DATASET a `blend:` metadataset: tokens each run (sample- and size-weighted) reads.",
+)
+@click.option(
+    "--blend-size",
+    type=click.Choice(["tokens", "bytes"]),
+    default="tokens",
+    show_default=True,
+    help="DATASET a `blend:` metadataset: the size the size-weighted run weighs "
+    "(encoder.blend_size).",
+)
+@click.option(
     "--lengths-out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -122,6 +139,8 @@ def command(
     as_json: bool,
     no_progress: bool,
     plot: Path | None,
+    blend_tokens: int,
+    blend_size: str,
     lengths_out: Path | None,
 ) -> None:
     """Pack one epoch of DATASET with the --task encoder and report fill and a buffer size."""
@@ -132,15 +151,22 @@ def command(
         if path is not None:  # before the run, not after it
             check_writable(path, option)
     from energon_pack_tools._analysis import FirstSamplesFailed, analyze_dataset
+    from energon_pack_tools._blend_analysis import analyze_blend, weighted_blend
     from energon_pack_tools._datasets import check_dataset
     from energon_pack_tools._plots import plot_analysis
 
-    try:
-        check_dataset(dataset)
+    blend = weighted_blend(dataset)
+    if blend is not None and (plot or lengths_out or limit):
+        raise click.UsageError(
+            f"{dataset} is a `blend:` metadataset: analyze prints the shares each dataset trains "
+            "on; --plot, --lengths-out and --limit apply to one dataset (analyze a leaf)."
+        )
+
+    def make_encoder() -> tuple[object, list[str]]:
         if encoder_ref is None:
             if encoder_args_file is not None or encoder_arg_pairs:
                 raise click.UsageError("--encoder-arg(s) are for --encoder MODULE:CLASS.")
-            encoder, notes = build_encoder(
+            built = build_encoder(
                 task,
                 spec,
                 tokenizer=tokenizer,
@@ -148,30 +174,44 @@ def command(
                 trust_remote_code=trust_remote_code,
             )
             check_sample_type(dataset, task)
-        else:
-            ctx = click.get_current_context()
-            if ctx.get_parameter_source("task") is not click.core.ParameterSource.DEFAULT:
-                raise click.UsageError("give --task or --encoder, not both.")
-            args = encoder_args(encoder_args_file, encoder_arg_pairs)
-            encoder, notes = load_encoder(
-                encoder_ref,
-                args,
-                spec,
-                tokenizer=tokenizer,
-                processor=processor,
-                trust_remote_code=trust_remote_code,
-            )
+            return built
+        ctx = click.get_current_context()
+        if ctx.get_parameter_source("task") is not click.core.ParameterSource.DEFAULT:
+            raise click.UsageError("give --task or --encoder, not both.")
+        args = encoder_args(encoder_args_file, encoder_arg_pairs)
+        return load_encoder(
+            encoder_ref,
+            args,
+            spec,
+            tokenizer=tokenizer,
+            processor=processor,
+            trust_remote_code=trust_remote_code,
+        )
+
+    try:
+        check_dataset(dataset)
+        encoder, notes = make_encoder()
         for note in notes:
             click.echo(note, err=True)
         # energon prints shard slices to stdout; keep stdout for the report (and --json).
         with contextlib.redirect_stdout(sys.stderr):
-            result = analyze_dataset(
-                dataset,
-                encoder=encoder,
-                buffer_size=buffer_size,
-                limit=limit,
-                progress=progress,
-            )
+            if blend is not None:
+                shares = analyze_blend(
+                    dataset,
+                    lambda: make_encoder()[0],
+                    buffer_size=buffer_size,
+                    tokens=blend_tokens,
+                    size=blend_size,
+                    progress=progress,
+                )
+            else:
+                result = analyze_dataset(
+                    dataset,
+                    encoder=encoder,
+                    buffer_size=buffer_size,
+                    limit=limit,
+                    progress=progress,
+                )
     except FirstSamplesFailed as exc:
         what = f"--encoder {encoder_ref}" if encoder_ref else f"--task {task}"
         raise click.ClickException(
@@ -182,6 +222,9 @@ def command(
         raise click.ClickException(str(exc)) from exc
     except OSError as exc:  # e.g. a shard deleted or unreadable while reading
         raise os_error(exc, "read", dataset) from exc
+    if blend is not None:
+        click.echo(json.dumps(shares.to_dict()) if as_json else "\n".join(shares.lines()))
+        return
     if result.packs == 0:
         first = result.skipped_samples[:1]
         why = f", e.g. {first[0][0]}: {first[0][1]}" if first else ""

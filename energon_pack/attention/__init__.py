@@ -33,7 +33,7 @@ from energon_pack.attention._metadata import (
     position_ids_from_lengths,
 )
 from energon_pack.attention._mrope import frame_runs, mrope_position_ids
-from energon_pack.attention._verify import check_model
+from energon_pack.attention._verify import check_model, cpu_route
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -47,6 +47,7 @@ __all__ = [
     "check_first_batch",
     "check_model",
     "cp_partition_indices",
+    "cpu_route",
     "dense_mask",
     "document_metadata",
     "flash_attn_kwargs",

@@ -155,6 +155,11 @@ def hf_kwargs(
             unchecked (exact only for causal full-attention models).
         token_type_ids: ``(B, L)`` as the model's processor makes them, for models whose
             mask reads them (Gemma 3 VLM, PaliGemma); not passed on.
+
+    Hybrid models (linear-attention or short-conv layers, ``ModelReport.state_layers``): the
+    packs are laid end to end in one ``(1, B*L)`` row with ``seq_idx`` and the varlen kwargs
+    (:func:`~energon_pack.attention._model_kwargs.flattened_kwargs`); the logits come back as
+    ``(1, B*L, V)`` (``.view(B, L, -1)``), the loss as for ``(B, L)``.
     """
     if attn_implementation is not None and attn_implementation not in IMPLEMENTATIONS:
         raise ValueError(
@@ -178,7 +183,8 @@ def hf_kwargs(
     else:
         report = check_model(config, attn_implementation, pack_size=meta.seq_idx.shape[1])
     model = hf_model_kwargs(meta, tokens, report, mask_dtype, token_type_ids)
-    kwargs = {"input_ids": tokens, "position_ids": model.pop("position_ids")}
+    flat = (lambda x: x.reshape(1, -1)) if report.flattened else (lambda x: x)  # hybrids
+    kwargs = {"input_ids": flat(tokens), "position_ids": model.pop("position_ids")}
     if labels is not None:
-        kwargs["labels"] = hf_labels(labels)
+        kwargs["labels"] = flat(hf_labels(labels))
     return {**kwargs, **model}

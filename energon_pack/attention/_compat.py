@@ -14,6 +14,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from energon_pack.attention._hybrid import hybrid_layers
 from energon_pack.attention._implementations import implementation
 from energon_pack.attention._masks import LAYER_TYPES, LocalAttention
 
@@ -72,6 +73,16 @@ class ModelReport:
     position_padding_idx: int | None = None
     #: What proved packing exact: ``"family matrix"`` (CI) or the tiny copy's max difference.
     verified_by: str = ""
+    #: Layer types that carry a state along the row (gated delta-net ``linear_attention``,
+    #: LFM2 ``conv``) and keep documents apart through their kernels: the batch then goes in as
+    #: one flattened ``(1, B*L)`` row with ``cu_seq_lens_q/k``, ``max_length_q/k`` and
+    #: ``seq_idx`` (``_hybrid.py``).
+    state_layers: tuple[str, ...] = ()
+
+    @property
+    def flattened(self) -> bool:
+        """True when ``hf_kwargs`` lays the batch's packs end to end in one row."""
+        return bool(self.state_layers)
 
     @property
     def needs_mapping(self) -> bool:
@@ -187,17 +198,6 @@ def _rope_parameters(config: Any) -> list[dict[str, Any]]:
     return [p for p in params.values() if isinstance(p, dict)]
 
 
-def _check_hybrid(hybrid: list[str]) -> None:
-    if hybrid:
-        raise PackingNotExactError(
-            f"non-attention layer types {hybrid} in config.layer_types",
-            "packing masks attention layers only (full / sliding / chunked); layers that "
-            "carry a state along the row (Mamba, short convolutions, linear attention, ...) "
-            "let each document start from the previous document's state",
-            "train this model unpacked (one document per row, right padding)",
-        )
-
-
 def _check_alibi(config: Any) -> None:
     model_type = getattr(config, "model_type", "")
     if model_type == "bloom" or (model_type == "falcon" and getattr(config, "alibi", False)):
@@ -268,8 +268,10 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
     config = text_config(model_or_config)
     outer = getattr(model_or_config, "config", model_or_config)
     layer_types = _layer_types(config)
-    present = [t for t in dict.fromkeys(layer_types)]
-    _check_hybrid([t for t in present if t not in LAYER_TYPES])
+    present = [t for t in dict.fromkeys(layer_types) if t in LAYER_TYPES]
+    state_layers = hybrid_layers(
+        outer, config, [t for t in dict.fromkeys(layer_types) if t not in LAYER_TYPES]
+    )
     _check_alibi(config)
     notes: list[str] = []
     rope_types = _check_rope(config, pack_size, notes)
@@ -292,6 +294,7 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
         bidirectional=bidirectional,
         position_offset=offset,
         position_padding_idx=padding_idx,
+        state_layers=state_layers,
     )
     if report.needs_mapping and not accepts and not implementation(impl).varlen:
         reach = min(

@@ -25,6 +25,7 @@ import torch
 
 from energon_pack.attention._compat import PackingNotExactError, config_report
 from energon_pack.attention._implementations import implementation
+from energon_pack.attention._linear_reference import emulated_linear_kernels
 from energon_pack.attention._metadata import document_metadata
 from energon_pack.attention._model_kwargs import hf_model_kwargs
 
@@ -199,10 +200,15 @@ def no_randomness(model: torch.nn.Module) -> Iterator[None]:
                 buffer.copy_(copy)
 
 
-def cpu_route(impl: str, model_class: type | None = None) -> Any:
+@contextlib.contextmanager
+def cpu_route(impl: str, model_class: type | None = None) -> Iterator[None]:
     """``implementation(impl).cpu_route(model_class)``: flash through the reference kernel,
-    FlexAttention uncompiled (same math)."""
-    return implementation(impl).cpu_route(model_class)
+    FlexAttention uncompiled (same math); and ``model_class``'s linear-attention and short-conv
+    layers through transformers' kernel route with PyTorch references of fla's
+    ``chunk_gated_delta_rule`` and causal-conv1d's ``causal_conv1d_fn``
+    (``_linear_reference.py``)."""
+    with implementation(impl).cpu_route(model_class), emulated_linear_kernels(model_class):
+        yield
 
 
 def experiment(
@@ -272,7 +278,10 @@ def packed_vs_alone(
     """(max |output diff|, |loss diff|) of ``rows`` packed vs each document alone, as the
     model's mode is (seeded random tokens, special ids replaced). The loss (causal LMs only)
     with ``hf_kwargs``' labels (-100 at each document's first token and the padding) vs the
-    token-weighted mean of the documents' losses alone. Base models: hidden states."""
+    token-weighted mean of the documents' losses alone. Base models: hidden states. Hybrids
+    (``report.flattened``): the rows end to end, the padded one first, so its padding sits
+    before the next pack's first document."""
+    rows = rows[::-1] if report.flattened else rows
     first = next(model.parameters(), None)
     device = first.device if first is not None else torch.device("cpu")
     meta = document_metadata(rows, length=_row_length(rows))
@@ -285,8 +294,14 @@ def packed_vs_alone(
     meta, tokens, labels = meta.to(device), tokens.to(device), labels.to(device)
     causal_lm = _is_causal_lm(type(model))
     kwargs = hf_model_kwargs(meta, tokens, report)
-    out = model(input_ids=tokens, **({"labels": labels} if causal_lm else {}), **kwargs)
-    packed, worst, total, count = _outputs(out), 0.0, 0.0, 0
+    flat = (1, -1) if report.flattened else tokens.shape  # hybrids: packs end to end
+    inputs = {
+        "input_ids": tokens.reshape(flat),
+        **({"labels": labels.reshape(flat)} if causal_lm else {}),
+    }
+    out = model(**inputs, **kwargs)
+    packed = _outputs(out).reshape(*tokens.shape, -1)
+    worst, total, count = 0.0, 0.0, 0
     for r, lengths in enumerate(rows):
         start = 0
         for n in lengths:

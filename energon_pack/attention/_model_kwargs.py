@@ -19,7 +19,13 @@ from energon_pack.attention._implementations import implementation
 from energon_pack.attention._masks import LocalAttention
 from energon_pack.attention._metadata import DocumentMetadata
 
-__all__ = ["BIDIRECTIONAL", "bidirectional_blocks", "hf_attention_mask", "hf_model_kwargs"]
+__all__ = [
+    "BIDIRECTIONAL",
+    "bidirectional_blocks",
+    "flattened_kwargs",
+    "hf_attention_mask",
+    "hf_model_kwargs",
+]
 
 #: What a model lets attend both ways inside a document, by the name ``bidirectional_blocks``
 #: takes: the whole document (encoders, Gemma 3 ``use_bidirectional_attention``), each run of
@@ -132,7 +138,9 @@ def hf_model_kwargs(
     token_type_ids: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """``position_ids`` and the attention kwargs (a mask, or flash's varlen offsets) for the
-    model of ``report``."""
+    model of ``report``; for hybrid models (``report.flattened``) see :func:`flattened_kwargs`."""
+    if report.flattened:
+        return flattened_kwargs(meta, tokens, report, mask_dtype)
     blocks = None
     if report.bidirectional is not None:
         blocks = bidirectional_blocks(meta.segment_ids, report.bidirectional, token_type_ids)
@@ -143,3 +151,36 @@ def hf_model_kwargs(
     if report.bidirectional == "document":
         return {**kwargs, **_flash_documents(meta)}
     return {**kwargs, **_flash(meta.cu_seqlens_padded, meta.max_seqlen_padded)}
+
+
+def flattened_kwargs(
+    meta: DocumentMetadata,
+    tokens: torch.Tensor,
+    report: ModelReport,
+    mask_dtype: torch.dtype = torch.float32,
+) -> dict[str, Any]:
+    """The batch's packs laid end to end in one ``(1, B*L)`` row, as linear-attention and
+    short-conv kernels need it (fla's ``cu_seqlens`` wants batch 1): ``position_ids``
+    ``(1, B*L)``, ``seq_idx`` ``(1, B*L)`` int32 (causal-conv1d), ``cu_seq_lens_q/k`` (each
+    slot a sequence, a pack's tail padding in its last slot) and ``max_length_q/k`` (fla's
+    delta rule, flash attention), and the attention layers' mask over the whole row (sdpa,
+    eager, flex; flash: none). Tokens, labels and outputs take the same ``(1, B*L)`` shape.
+    Example, packs ``[[3, 2], [4]]`` of 5: ``cu_seq_lens_q = [0, 3, 5, 10]``, ``seq_idx = 0 0 0
+    1 1 2 2 2 2 2``."""
+    if report.bidirectional is not None:
+        raise ValueError("flattened rows are built for causal hybrid models only")
+    seq_idx = meta.seq_idx.reshape(1, -1)
+    positions = _model_positions(report, meta, tokens).reshape(1, -1)
+    impl = implementation(report.attn_implementation)
+    kwargs = {"position_ids": positions, "seq_idx": seq_idx.to(torch.int32)}
+    kwargs.update(_flash(meta.cu_seqlens_padded, meta.max_seqlen_padded))
+    if not impl.varlen:
+        built: dict[LocalAttention, Mask] = {}
+        for local in report.local.values():
+            if local not in built:
+                built[local] = impl.attention_mask(seq_idx, local, None, mask_dtype)
+        masks = {t: built[x] for t, x in report.local.items()}
+        masks.update(dict.fromkeys(report.state_layers))  # those layers take no mask
+        one = len(set(report.local.values())) == 1
+        kwargs["attention_mask"] = next(iter(built.values())) if one else masks
+    return kwargs

@@ -35,6 +35,7 @@ from energon_pack.attention._experiment import (
 from energon_pack.attention._implementations import IMPLEMENTATIONS as _IMPLEMENTATIONS
 from energon_pack.attention._implementations import implementation
 from energon_pack.attention._instance import check_instance, unwrapped
+from energon_pack.attention._linear_reference import kernel_functions, missing_kernels
 
 __all__ = [
     "IMPLEMENTATIONS",
@@ -72,7 +73,9 @@ def features(config: Any, report: ModelReport) -> str:
     flags = sorted(k for k, v in vars(config).items()
                    if v is True and not k.startswith("_") and k not in _NEUTRAL_FLAGS)  # fmt: skip
     both = f"|both={report.bidirectional}" if report.bidirectional else ""
-    return f"{'+'.join(kinds)}|rope={','.join(report.rope_types)}|flags={','.join(flags)}{both}"
+    state = f"|state={'+'.join(report.state_layers)}" if report.state_layers else ""
+    rope = ",".join(report.rope_types)
+    return f"{'+'.join(kinds)}|rope={rope}|flags={','.join(flags)}{both}{state}"
 
 
 def _model_class(config: Any) -> type | None:
@@ -126,7 +129,34 @@ def check_model(
     verdict = _VERDICTS[key]
     if isinstance(verdict, PackingNotExactError):
         raise verdict.with_traceback(None)
+    _check_kernels(verdict, cls, config)
     return verdict
+
+
+def _check_kernels(report: ModelReport, cls: type | None, config: Any) -> None:
+    """A hybrid's route is exact only through the kernels (transformers' PyTorch fallbacks
+    raise on ``cu_seqlens`` / ``seq_idx``): refuse, naming the packages, where they are not
+    installed (inside :func:`cpu_route` the references stand in for them)."""
+    if not report.state_layers:
+        return
+    decoder = (
+        _model_class(text_config(config))
+        if cls is None or text_config(config) is not config
+        else cls
+    )
+    missing = missing_kernels(decoder) if decoder is not None else []
+    if missing:
+        reads = {"causal-conv1d": "seq_idx for causal_conv1d_fn",
+                 "flash-linear-attention": "cu_seqlens for chunk_gated_delta_rule"}  # fmt: skip
+        raise PackingNotExactError(
+            f"{list(report.state_layers)} layers of {decoder.__name__} without their kernels",
+            "these layers keep the documents of a packed row apart only inside the kernels "
+            f"transformers calls for them ({', '.join(reads[m] for m in missing)}); without "
+            "them transformers' PyTorch fallbacks raise on packed input. Verified: "
+            f"{report.verified_by}, through transformers' route with PyTorch reference kernels",
+            f"pip install {' '.join(missing)} (CUDA), or check on CPU inside "
+            "energon_pack.attention.cpu_route(impl, model_class)",
+        )
 
 
 def _verdict(config: Any, cls: type | None, impl: str, pack_size: int | None) -> ModelReport:
@@ -161,6 +191,18 @@ def _verdict(config: Any, cls: type | None, impl: str, pack_size: int | None) ->
         return replace(report, verified_by="multimodal: outer config checks")
     if not logits <= TOLERANCE:
         explain_failure(decoder)
+    if report.state_layers and not (logits <= TOLERANCE and loss <= TOLERANCE):
+        kernels = sorted(
+            n for n in kernel_functions(decoder) if "update" not in n and "recurrent" not in n
+        )
+        raise PackingNotExactError(
+            f"non-attention layer types {list(report.state_layers)} in config.layer_types",
+            f"with the batch flattened and cu_seq_lens_q / seq_idx given, {decoder.__name__}'s "
+            f"packed outputs differ from each document alone (max {logits:.2g}, loss {loss:.2g}, "
+            f"measured through transformers' route to {', '.join(kernels)} with reference "
+            "kernels): these layers do not get the document borders",
+            "train this model unpacked (one document per row, right padding)",
+        )
     if not (logits <= TOLERANCE and loss <= TOLERANCE):
         what = "outputs" if logits > TOLERANCE else "loss"
         raise PackingNotExactError(

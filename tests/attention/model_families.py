@@ -152,6 +152,8 @@ FAMILIES = [
     F("gpt-j", "GPTJForCausalLM", "GPTJConfig"),
     F("gpt-neo", "GPTNeoForCausalLM", "GPTNeoConfig"),
     F("moshi (unused sliding_window)", "MoshiForCausalLM", "MoshiConfig"),
+    # hybrids: exact through transformers' kernel route with reference kernels (Qwen3-Next,
+    # Qwen3.5 text, OLMo-hybrid, LFM2) or refused by mechanism (Mamba, the hybrid VLM)
     # refused: positions, recurrence, ALiBi, hybrids, encoder-decoders; bidirectional blocks
     # of VLMs (Gemma 3 images, PaliGemma's prefix) are proven in test_bidirectional.py
     F("bloom (ALiBi)", "BloomForCausalLM", "BloomConfig"),
@@ -161,6 +163,10 @@ FAMILIES = [
     F("lfm2-moe", "Lfm2MoeForCausalLM", "Lfm2MoeConfig",
       layer_types=["conv", "full_attention"], num_hidden_layers=2),
     F("qwen3-next", "Qwen3NextForCausalLM", "Qwen3NextConfig"),
+    F("qwen3.5 (text)", "Qwen3_5ForCausalLM", "Qwen3_5TextConfig"),
+    F("qwen3.5-moe (text)", "Qwen3_5MoeForCausalLM", "Qwen3_5MoeTextConfig"),
+    Family("qwen3.5-vl", "Qwen3_5ForConditionalGeneration", "Qwen3_5Config", **_VLM),
+    F("olmo-hybrid", "OlmoHybridForCausalLM", "OlmoHybridConfig"),
     F("jamba", "JambaForCausalLM", "JambaConfig"),
     F("falcon-h1", "FalconH1ForCausalLM", "FalconH1Config"),
     F("zamba2", "Zamba2ForCausalLM", "Zamba2Config"),
@@ -239,12 +245,13 @@ def packed_batch(rows: list[list[int]] = ROWS, pad_to: int = PACK_SIZE, seed: in
 def max_difference(model: torch.nn.Module, impl: str, batch, docs) -> tuple[float, float]:
     """(max |logit diff| over real tokens, |loss diff|) of the packed run vs. docs alone."""
     out = model(**batch.hf_kwargs(impl, config=model))
+    logits = out.logits.view(len(docs), -1, out.logits.shape[-1])  # hybrids: (1, B*L) row
     worst, total, count = 0.0, 0.0, 0
     for r, row in enumerate(docs):
         start = 0
         for doc, padded in zip(row, batch.doc_lengths_padded[r]):
             alone = model(input_ids=doc.tokens.view(1, -1)).logits[0]
-            got = out.logits[r, start : start + doc.length]
+            got = logits[r, start : start + doc.length]
             diff = float((got - alone).abs().max())
             worst = max(worst, diff if diff == diff else float("inf"))
             total += float(

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Which non-attention layers packing can serve, and the refusal, by mechanism, of the rest.
+
+A layer that carries a state along the row (gated delta-net, short convolution, Mamba) keeps
+the documents of a packed row apart only if transformers hands its kernel the borders. In
+transformers 5.24 gated delta-net layers (Qwen3-Next, Qwen3.5, OLMo-hybrid) pass
+``cu_seq_lens_q`` to fla's ``chunk_gated_delta_rule`` (as ``cu_seqlens``) and their ``**kwargs``
+(so ``seq_idx``) to causal-conv1d's ``causal_conv1d_fn``; LFM2's short convolutions pass
+``**kwargs`` to ``causal_conv1d_fn``. Those layers are candidates: ``check_model``'s experiment
+runs them through transformers' route with reference kernels (``_linear_reference.py``) and
+accepts them only when packed equals alone. Layers whose kernels energon-pack has no reference
+for (Mamba's ``mamba_chunk_scan_combined``, ``selective_scan_fn``, Kimi's ``chunk_kda``), or
+that call no kernel at all, are refused here, naming what transformers passes them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from typing import Any
+
+from energon_pack.attention._linear_reference import DECODE_ONLY, KERNELS, kernel_functions
+
+__all__ = ["hybrid_layers", "refusal"]
+
+
+def refusal(types: list[str], why: str, remedy: str | None = None) -> Any:
+    """A :class:`PackingNotExactError` for the non-attention layer ``types``."""
+    from energon_pack.attention._compat import PackingNotExactError
+
+    return PackingNotExactError(
+        f"non-attention layer types {types} in config.layer_types",
+        why,
+        remedy or "train this model unpacked (one document per row, right padding)",
+    )
+
+
+def _version() -> str:
+    return importlib.import_module("transformers").__version__
+
+
+def _model_class(config: Any) -> type | None:
+    auto = importlib.import_module("transformers.models.auto.modeling_auto")
+    try:
+        return auto.MODEL_MAPPING[type(config)]
+    except KeyError:
+        return None
+
+
+def _reads_borders(module_source: str) -> bool:
+    return any(n in module_source for n in ("seq_idx", "cu_seq_lens", "cu_seqlens"))
+
+
+def hybrid_layers(outer: Any, config: Any, types: list[str]) -> tuple[str, ...]:
+    """The non-attention layer ``types`` of ``config`` (outer: the model's own config), when
+    transformers routes all of them to kernels energon-pack can verify; else refuses."""
+    if not types:
+        return ()
+    if outer is not config:
+        raise refusal(
+            types,
+            f"{getattr(outer, 'model_type', type(outer).__name__)} is a multimodal hybrid: its "
+            "linear layers need the batch flattened to one (1, B*L) row with seq_idx and "
+            "cu_seq_lens, which energon-pack does not yet build with the mRoPE rows and the "
+            "vision inputs",
+            "train it unpacked; its text model alone (ForCausalLM) packs",
+        )
+    cls = _model_class(config)
+    module = sys.modules.get(cls.__module__) if cls else None
+    kernels = kernel_functions(cls) if cls else {}
+    source = inspect.getsource(module) if module else ""
+    unknown = sorted(n for n in kernels if n not in KERNELS and n not in DECODE_ONLY)
+    where = f"{cls.__module__.rsplit('.', 1)[-1]}.py of transformers {_version()}" if cls else ""
+    if unknown:
+        raise refusal(
+            types,
+            f"these layers carry a state along the row through kernels energon-pack has no "
+            f"reference of ({', '.join(unknown)} in {where}), so it cannot verify that "
+            "transformers hands them the document borders (seq_idx / cu_seqlens) and that "
+            "they reset at them",
+        )
+    if not any(n in KERNELS for n in kernels):
+        reads = "reads" if _reads_borders(source) else "reads neither seq_idx nor cu_seq_lens"
+        raise refusal(
+            types,
+            f"these layers carry a state along the row in PyTorch code that takes no "
+            f"document border ({where} {reads}), so each document starts from the previous "
+            "document's state"
+            if reads != "reads"
+            else f"these layers carry a state along the row in PyTorch code ({where}) that "
+            "energon-pack cannot verify",
+        )
+    return tuple(types)

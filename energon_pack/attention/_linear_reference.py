@@ -1,0 +1,183 @@
+# SPDX-License-Identifier: Apache-2.0
+"""transformers' route through the kernels of linear-attention and short-conv layers, on CPU.
+
+Gated delta-net layers (Qwen3-Next, Qwen3.5, OLMo-hybrid) and short convolutions (LFM2) keep
+the documents of a packed row apart only inside their kernels: flash-linear-attention's
+``chunk_gated_delta_rule`` reads ``cu_seqlens`` (transformers passes it ``cu_seq_lens_q``),
+causal-conv1d's ``causal_conv1d_fn`` reads ``seq_idx``. transformers calls them through
+``use_kernel_func_from_hub_with_fallback``, which binds the real kernel at import time or
+falls back to a pure-PyTorch function that raises when given ``cu_seqlens`` or ``seq_idx``.
+
+:func:`emulated_linear_kernels` wraps the PyTorch references below with transformers' own
+wrapper (its refusal, its filtering of kwargs by the kernel's signature) in place of a model
+module's kernels, so the route from ``model(**hf_kwargs)`` to the kernel is transformers' code.
+What that proves is the route, with a reference kernel: not fla's or causal-conv1d's CUDA code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import itertools
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "KERNELS",
+    "causal_conv1d_fn",
+    "chunk_gated_delta_rule",
+    "emulated_linear_kernels",
+    "kernel_functions",
+    "missing_kernels",
+]
+
+#: Module globals of transformers' modeling files this reference replaces: name ->
+#: (transformers' kernel name, the package it imports, the pip distribution).
+KERNELS = {
+    "causal_conv1d_fn": ("causal_conv1d_fn", "causal_conv1d", "causal-conv1d"),
+    "torch_chunk_gated_delta_rule": ("chunk_gated_delta_rule", "fla", "flash-linear-attention"),
+}
+#: Kernels of single-token cached decoding: never called by a training forward.
+DECODE_ONLY = ("causal_conv1d_update", "torch_recurrent_gated_delta_rule")
+
+_ACTIVE = [0]
+
+
+def causal_conv1d_fn(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    seq_idx: torch.Tensor | None = None,
+    initial_states: torch.Tensor | None = None,
+    return_final_states: bool = False,
+    final_states_out: torch.Tensor | None = None,
+    activation: str | None = None,
+) -> torch.Tensor:
+    """causal-conv1d's ``causal_conv1d_fn`` in PyTorch: depthwise causal convolution of ``x``
+    ``(B, D, T)`` with ``weight`` ``(D, W)``; a tap whose token has another ``seq_idx``
+    ``(B, T)`` int32 than the output token contributes nothing (each sequence starts from zero
+    state). Like the kernel: int32 ``seq_idx`` on a channel-last ``x`` only, activation None or
+    silu."""
+    if activation not in (None, "silu", "swish"):
+        raise NotImplementedError("causal_conv1d: activation must be None, silu, or swish")
+    if initial_states is not None or return_final_states or final_states_out is not None:
+        raise NotImplementedError("the reference causal_conv1d_fn keeps no states")
+    if seq_idx is not None:
+        if seq_idx.dtype != torch.int32 or seq_idx.shape != (x.shape[0], x.shape[2]):
+            raise ValueError(f"seq_idx must be int32 of shape {(x.shape[0], x.shape[2])}")
+        if x.stride(1) != 1:
+            raise ValueError("seq_idx is only supported for channel last layout")
+    width, length = weight.shape[1], x.shape[2]
+    xf, out = x.float(), torch.zeros(x.shape, dtype=torch.float32)
+    for shift in range(width):
+        term = weight[:, width - 1 - shift, None].float() * F.pad(xf, (shift, 0))[..., :length]
+        if seq_idx is not None and shift:
+            same = torch.zeros(seq_idx.shape, dtype=torch.bool)
+            same[:, shift:] = seq_idx[:, shift:] == seq_idx[:, :-shift]
+            term = term * same[:, None, :]
+        out += term
+    if bias is not None:
+        out += bias.float()[:, None]
+    return (F.silu(out) if activation else out).to(x.dtype)
+
+
+def _l2norm(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+
+def chunk_gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    cu_seqlens: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """flash-linear-attention's ``chunk_gated_delta_rule`` in PyTorch, token by token: q / k
+    ``(B, T, H, K)``, v ``(B, T, HV, V)``, g / beta ``(B, T, HV)``. With ``cu_seqlens`` (batch
+    1, as fla demands) each sequence starts from its own initial state (zero by default);
+    without, each row is one sequence. Returns o ``(B, T, HV, V)`` and the final states
+    ``(N, HV, K, V)`` when asked."""
+    rows, length, heads, dim_k = k.shape
+    if cu_seqlens is not None and rows != 1:
+        raise ValueError(
+            f"The batch size is expected to be 1 rather than {rows} when using cu_seqlens"
+        )
+    bounds = [int(b) for b in cu_seqlens] if cu_seqlens is not None else None
+    spans = [(0, s, e) for s, e in itertools.pairwise(bounds)] if bounds else None
+    spans = spans or [(r, 0, length) for r in range(rows)]
+    if initial_state is not None and initial_state.shape[0] != len(spans):
+        raise ValueError(f"{initial_state.shape[0]} initial states for {len(spans)} sequences")
+    dtype = v.dtype
+    q, k, v, g, beta = (t.float() for t in (q, k, v, g, beta))
+    if use_qk_l2norm_in_kernel:
+        q, k = _l2norm(q), _l2norm(k)
+    q = q * (dim_k**-0.5 if scale is None else scale)
+    if v.shape[2] != heads:  # grouped values: each q/k head serves HV // H value heads
+        q, k = (t.repeat_interleave(v.shape[2] // heads, dim=2) for t in (q, k))
+    out, finals = torch.zeros(v.shape, dtype=torch.float32), []
+    for n, (row, start, end) in enumerate(spans):
+        state = torch.zeros(v.shape[2], dim_k, v.shape[3])
+        if initial_state is not None:
+            state = initial_state[n].float()
+        for t in range(start, end):
+            state = state * g[row, t].exp()[:, None, None]
+            delta = (v[row, t] - torch.einsum("hk,hkv->hv", k[row, t], state)) * beta[
+                row, t, :, None
+            ]
+            state = state + k[row, t, :, :, None] * delta[:, None, :]
+            out[row, t] = torch.einsum("hk,hkv->hv", q[row, t], state)
+        finals.append(state)
+    return out.to(dtype), torch.stack(finals) if output_final_state else None
+
+
+def kernel_functions(model_class: type) -> dict[str, Callable[..., Any]]:
+    """The module globals of ``model_class``'s modeling file that transformers routes to an
+    optional kernel package (``use_kernel_func_from_hub_with_fallback``), by name."""
+    module = sys.modules.get(model_class.__module__)
+    found = {}
+    for name, value in vars(module).items() if module else ():
+        code = getattr(value, "__code__", None)
+        if hasattr(value, "__wrapped__") and code and code.co_filename.endswith("hub_kernels.py"):
+            found[name] = value
+    return found
+
+
+def missing_kernels(model_class: type) -> list[str]:
+    """pip distributions of the kernels ``model_class``'s layers need that are not installed
+    (none while :func:`emulated_linear_kernels` is active)."""
+    if _ACTIVE[0]:
+        return []
+    needed = [KERNELS[n] for n in kernel_functions(model_class) if n in KERNELS]
+    return sorted({dist for _, pkg, dist in needed if importlib.util.find_spec(pkg) is None})
+
+
+@contextlib.contextmanager
+def emulated_linear_kernels(model_class: type | None) -> Iterator[None]:
+    """Within the block, ``model_class``'s module calls the references above through
+    transformers' own kernel wrapper, as it would call fla and causal-conv1d."""
+    hub = importlib.import_module("transformers.integrations.hub_kernels")
+    module = vars(sys.modules[model_class.__module__]) if model_class else {}
+    saved = (
+        {n: f for n, f in kernel_functions(model_class).items() if n in KERNELS}
+        if model_class
+        else {}
+    )
+    for name, original in saved.items():
+        wrap = hub.use_kernel_func_from_hub_with_fallback(KERNELS[name][0], __name__)
+        module[name] = wrap(original.__wrapped__)
+    _ACTIVE[0] += 1
+    try:
+        yield
+    finally:
+        _ACTIVE[0] -= 1
+        module.update(saved)

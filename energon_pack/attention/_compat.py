@@ -14,6 +14,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from energon_pack.attention._errors import PackingNotExactError
 from energon_pack.attention._hybrid import hybrid_layers
 from energon_pack.attention._implementations import implementation
 from energon_pack.attention._masks import LAYER_TYPES, LocalAttention
@@ -30,17 +31,6 @@ __all__ = [
 #: Families whose layers are recurrent cells without attention (a better message than the
 #: experiment's "differs").
 _RECURRENT = {"rwkv", "xlstm"}
-
-
-class PackingNotExactError(ValueError):
-    """Packing would change this model's forward pass; the message says why and what to do."""
-
-    def __init__(self, feature: str, why: str, remedy: str) -> None:
-        #: The model feature at fault, e.g. ``"LongRoPE"``.
-        self.feature = feature
-        #: Why packing changes the forward pass, and what to do instead.
-        self.why, self.remedy = why, remedy
-        super().__init__(f"packing is not exact for {feature}: {why}. What to do: {remedy}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,7 @@ __all__ = ["hybrid_layers", "refusal"]
 
 def refusal(types: list[str], why: str, remedy: str | None = None) -> Any:
     """A :class:`PackingNotExactError` for the non-attention layer ``types``."""
-    from energon_pack.attention._compat import PackingNotExactError
+    from energon_pack.attention._errors import PackingNotExactError
 
     return PackingNotExactError(
         f"non-attention layer types {types} in config.layer_types",

@@ -20,6 +20,7 @@ from energon_pack.samples._encoded import (
 )
 from energon_pack.samples._light import LightCaptioningDocument, LightMultimodalDocument
 from energon_pack.samples._megatron import MegatronBatch, megatron_batch
+from energon_pack.samples._megatron_vlm import MegatronVLMBatch, VisionCost, attention_flops
 from energon_pack.samples._packed import PackedCaptioningSample, PackedTextSample, pack_documents
 from energon_pack.samples._rows import RowSource, concat_rows, empty_rows
 
@@ -41,5 +42,8 @@ __all__ = [
     "concat_rows",
     "empty_rows",
     "megatron_batch",
+    "MegatronVLMBatch",
+    "VisionCost",
+    "attention_flops",
     "pack_documents",
 ]

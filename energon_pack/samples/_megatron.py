@@ -13,7 +13,11 @@ from typing import Any
 import torch
 
 from energon_pack.attention import cp_partition_indices, packed_seq_params
-from energon_pack.samples._batch import PackedTextBatch, refuse_bidirectional
+from energon_pack.samples._batch import (
+    PackedCaptioningBatch,
+    PackedTextBatch,
+    refuse_bidirectional,
+)
 from energon_pack.samples._packed import IGNORE_INDEX
 
 __all__ = ["MegatronBatch", "megatron_batch"]
@@ -29,7 +33,8 @@ class MegatronBatch:
     labels: torch.Tensor
     #: (1, T) float32, 1.0 where the position has a target.
     loss_mask: torch.Tensor
-    #: (1, T) int64 positions reset per document.
+    #: (1, T) int64 positions reset per document; (3, 1, T) mRoPE rows in a
+    #: :class:`MegatronVLMBatch` (what ``MultimodalRotaryEmbedding`` reads).
     position_ids: torch.Tensor
     #: (1, T) bool, True on alignment and tail padding: ``GPTModel(padding_mask=...)`` keeps
     #: it out of MoE routing.
@@ -59,7 +64,29 @@ def megatron_batch(
         max_documents: static shapes for CUDA graphs (``cu_seqlens_*`` of
             ``max_documents + 1`` entries, ``max_seqlen_*`` = row length).
         device: where the tensors go (``non_blocking``); None: stay where they are.
+
+    A Qwen2/2.5/3-VL batch (:class:`PackedCaptioningBatch` / :class:`PackedMultimodalBatch`
+    built with ``mrope=True``) gives a :class:`MegatronVLMBatch`: (3, 1, T) mRoPE positions,
+    pixels and grids, image/video token masks and the vision cost; other VLM families are
+    refused by name.
     """
+    if isinstance(batch, PackedCaptioningBatch):  # images, mRoPE rows: _megatron_vlm.py
+        from energon_pack.samples._megatron_vlm import megatron_vlm_batch
+
+        return megatron_vlm_batch(
+            batch, cp_size=cp_size, cp_rank=cp_rank, max_documents=max_documents, device=device
+        )
+    return text_batch(batch, cp_size, cp_rank, max_documents, device)
+
+
+def text_batch(
+    batch: PackedTextBatch,
+    cp_size: int,
+    cp_rank: int,
+    max_documents: int | None,
+    device: torch.device | str | None,
+) -> MegatronBatch:
+    """:func:`megatron_batch` of the text part of ``batch`` (1-row positions)."""
     refuse_bidirectional(batch, "megatron_batch()")
     rows = {
         "tokens": batch.tokens,

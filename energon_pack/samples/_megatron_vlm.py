@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A packed Qwen2/2.5/3-VL batch as Megatron's THD micro-batch: the text part of
+:func:`~energon_pack.samples.megatron_batch`, the ``(3, 1, T)`` mRoPE rows per document (what
+megatron-core's ``MultimodalRotaryEmbedding`` reads), the pixels and grids in pack order, the
+image/video token masks, and the vision cost of each pack. Other VLM families have no Megatron
+layout yet and are refused by name. See docs/howto/trainers.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+
+from energon_pack.attention import cp_partition_indices
+from energon_pack.samples._batch import PackedCaptioningBatch, PackedMultimodalBatch
+from energon_pack.samples._megatron import MegatronBatch, text_batch
+
+__all__ = ["MegatronVLMBatch", "VisionCost", "attention_flops", "megatron_vlm_batch"]
+
+
+def attention_flops(pairs: int, hidden_size: int, num_layers: int) -> int:
+    """Forward FLOPs of the attention products (``QK^T`` and ``AV``, full blocks) over
+    ``pairs`` query-key pairs: ``4 * hidden_size * pairs * num_layers``. With ``pairs`` the sum
+    of squared document lengths this is the packed cost (Megatron-Bridge#3839), not ``L^2``."""
+    return 4 * hidden_size * pairs * num_layers
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VisionCost:
+    """What one batch costs, per pack (row), for Bridge-style accounting."""
+
+    #: Vision patches (``sum(t * h * w)`` of the row's images and videos) per pack: the ViT's
+    #: tokens before the spatial merge.
+    patches: list[int]
+    #: ``sum(s^2)`` over the ViT's attention sequences per pack: each temporal patch of each
+    #: item attends within its ``h * w`` patches (Qwen-VL's vision ``cu_seqlens``).
+    vision_attention_pairs: list[int]
+    #: ``sum(len^2)`` over the documents of each pack (the language model's packed attention).
+    text_attention_pairs: list[int]
+    #: ``L^2`` per pack: what the row would cost as one document (unpacked accounting).
+    padded_attention_pairs: list[int]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+class MegatronVLMBatch(MegatronBatch):
+    """:class:`MegatronBatch` with ``position_ids`` of shape ``(3, 1, T)`` and the media."""
+
+    #: (rows, patch_dim) the batch's image patch rows in row-major pack order (whole on
+    #: every CP rank: the vision tower runs before the split).
+    pixel_values: torch.Tensor
+    #: (num_images, 3) int64 (t, h, w) per image, in the order of ``pixel_values``.
+    image_grid_thw: torch.Tensor
+    #: (1, T) bool, True on image placeholder tokens (where the merged vision embeddings go).
+    image_token_mask: torch.Tensor
+    #: Video patch rows, grids, per-grid seconds and token mask, or None (no videos).
+    pixel_values_videos: torch.Tensor | None = None
+    video_grid_thw: torch.Tensor | None = None
+    second_per_grid_ts: torch.Tensor | None = None
+    video_token_mask: torch.Tensor | None = None
+    #: Patches and attention pairs per pack (host ints).
+    vision_cost: VisionCost
+
+
+#: The layouts of the other registered families, by what their batches show.
+_LAYOUTS = (
+    ("token_type_ids", "Gemma 3 / PaliGemma (images attended both ways)"),
+    ("image_sizes", "LLaVA-NeXT / LLaVA-OneVision (anyres patches with image_sizes)"),
+    (5, "Idefics3 / SmolVLM (split tiles)"),
+    (4, "InternVL / Gemma 3 / PaliGemma (whole tiles or images)"),
+)
+
+
+def _refuse_other_families(batch: PackedCaptioningBatch) -> None:
+    for key, family in _LAYOUTS:
+        if isinstance(key, int):
+            found = batch.pixel_values.dim() == key
+        else:
+            found = getattr(batch, key, None) is not None
+        if found:
+            raise ValueError(
+                f"megatron_batch(): this batch is a {family} batch; only Qwen2-VL, Qwen2.5-VL "
+                "and Qwen3-VL (patch rows with image_grid_thw and mRoPE) have a Megatron layout "
+                "so far. Use batch.hf_kwargs(impl, config=model) for this family."
+            )
+    if batch.mrope_position_ids is None:
+        raise ValueError(
+            "megatron_batch(): this Qwen-VL batch has no mRoPE positions; build its packs with "
+            "mrope=True (the encoder's mrope=True) so each document gets its 3-row positions"
+        )
+
+
+def _span_mask(spans: torch.Tensor, size: int) -> torch.Tensor:
+    """(size,) bool, True inside the ``[start, end)`` spans."""
+    edges = torch.zeros(size + 1, dtype=torch.int64)
+    spans = spans.view(-1, 2).to(torch.int64)
+    edges.index_add_(0, spans[:, 0], torch.ones(len(spans), dtype=torch.int64))
+    edges.index_add_(0, spans[:, 1], -torch.ones(len(spans), dtype=torch.int64))
+    return edges.cumsum(0)[:size] > 0
+
+
+def vision_cost(batch: PackedCaptioningBatch) -> VisionCost:
+    """The :class:`VisionCost` of ``batch`` (host ints)."""
+    rows, length = batch.tokens.shape
+    patches, vision = [0] * rows, [0] * rows
+    media = [(batch.image_spans, batch.image_grid_thw)]
+    if isinstance(batch, PackedMultimodalBatch):
+        media.append((batch.video_spans, batch.video_grid_thw))
+    for spans, grids in media:
+        for (start, _), (t, h, w) in zip(spans.view(-1, 2).tolist(), grids.view(-1, 3).tolist()):
+            patches[start // length] += t * h * w
+            vision[start // length] += t * (h * w) ** 2
+    return VisionCost(
+        patches=patches,
+        vision_attention_pairs=vision,
+        text_attention_pairs=[sum(n * n for n in row) for row in batch.doc_lengths],
+        padded_attention_pairs=[length * length] * rows,
+    )
+
+
+def megatron_vlm_batch(
+    batch: PackedCaptioningBatch,
+    *,
+    cp_size: int = 1,
+    cp_rank: int = 0,
+    max_documents: int | None = None,
+    device: torch.device | str | None = None,
+) -> MegatronVLMBatch:
+    """:func:`~energon_pack.samples.megatron_batch` of a Qwen-VL batch (its arguments)."""
+    _refuse_other_families(batch)
+    text = text_batch(batch, cp_size, cp_rank, max_documents, device)
+    size = batch.tokens.numel()
+    assert batch.mrope_position_ids is not None
+    rows = {
+        "position_ids": batch.mrope_position_ids.reshape(3, size),
+        "image_token_mask": _span_mask(batch.image_spans, size).view(1, size),
+    }
+    videos = isinstance(batch, PackedMultimodalBatch) and len(batch.video_grid_thw) > 0
+    if videos:
+        rows["video_token_mask"] = _span_mask(batch.video_spans, size).view(1, size)
+    if cp_size > 1:
+        index = cp_partition_indices(batch.cu_seqlens_padded, cp_size, cp_rank)
+        rows = {name: t[:, index] for name, t in rows.items()}
+    out = {name: t.unsqueeze(1) for name, t in rows.items()}
+    out["image_token_mask"] = rows["image_token_mask"]
+    out |= {"pixel_values": batch.pixel_values, "image_grid_thw": batch.image_grid_thw}
+    if videos:
+        assert isinstance(batch, PackedMultimodalBatch)
+        out["video_token_mask"] = rows["video_token_mask"]
+        out["pixel_values_videos"] = batch.pixel_values_videos
+        out["video_grid_thw"] = batch.video_grid_thw
+        out["second_per_grid_ts"] = batch.video_second_per_grid
+    if device is not None:
+        out = {name: t.to(device, non_blocking=True) for name, t in out.items()}
+    inherited = {f.name: getattr(text, f.name) for f in fields(MegatronBatch)}
+    return MegatronVLMBatch(**(inherited | out), vision_cost=vision_cost(batch))

@@ -1,0 +1,194 @@
+# SPDX-License-Identifier: Apache-2.0
+"""megatron_batch on real packed Qwen2-VL / Qwen2.5-VL batches (documents with 0, 1 and 3
+images and a video, encoded by ConversationPackingTaskEncoder with the Qwen2-VL image processor
+built offline) against the padded/alone reference: each document's THD mRoPE rows equal its
+positions computed alone, pixels and grids follow pack order, cu_seqlens match, and the parts of
+megatron-core that run on CPU take the batch (PackedSeqParams, THD RoPE's CP slicing,
+MultimodalRotaryEmbedding). Other VLM families are refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from vlm_helpers import chat_sample, png
+from vlm_models import INTERNVL_TOKENS, TOKENS_PER_SECOND, internvl_processor
+
+from energon_pack.attention import cp_partition_indices, mrope_position_ids
+from energon_pack.samples import (
+    MegatronVLMBatch,
+    attention_flops,
+    collate_packs,
+    megatron_batch,
+    pack_documents,
+)
+from energon_pack.task_encoders import ConversationPackingTaskEncoder
+from energon_pack_tools import make_image_processor
+
+PATCH = 14
+SIZE = 2 * PATCH
+
+
+def _samples() -> list[Any]:
+    frames = [png(SIZE, SIZE, seed=50 + i) for i in range(3)]
+    video = chat_sample("video", ["<video> is it", "a batch"], videos=[frames])
+    video.video_fps = [1.0]
+    return [
+        chat_sample("text", ["is it a token", "it is"]),
+        chat_sample("one", ["<image> is it", "a seed"], images=[png(SIZE, 2 * SIZE, 1)]),
+        chat_sample(
+            "three",
+            ["<image> <image> which", "the one", "<image> and this", "a random seed"],
+            images=[png(SIZE, SIZE, 2), png(2 * SIZE, SIZE, 3), png(SIZE, 3 * SIZE, 4)],
+        ),
+        video,
+    ]
+
+
+def _build(family: str, tokenizer_dir: Path, alignment: int = 1) -> tuple[Any, list[Any], Any]:
+    """(encoder, documents, batch of two packs: [text, one] and [three, video])."""
+    processor = make_image_processor(
+        patch_size=PATCH, min_pixels=SIZE * SIZE, max_pixels=9 * SIZE * SIZE
+    )
+    tps = TOKENS_PER_SECOND if family == "qwen2_5_vl" else None
+    enc = ConversationPackingTaskEncoder(
+        tokenizer_dir, processor, pack_size=512, mrope=True, tokens_per_second=tps
+    )
+    docs = [enc.materialize(d) for s in _samples() for d in enc.encode_sample(s)]
+    options = enc.pack_options() | {"alignment": alignment}
+    packs = [pack_documents(docs[:2], **options), pack_documents(docs[2:], **options)]
+    return enc, docs, collate_packs(packs, pad_to=max(p.length for p in packs) + 2 * alignment)
+
+
+def _alone(doc: Any, tps: float | None) -> torch.Tensor:
+    """The document's (3, n) mRoPE positions computed alone (images and videos by span)."""
+    spans = [doc.image_spans.view(-1, 2), doc.video_spans.view(-1, 2)]
+    grids = [doc.image_grid_thw.view(-1, 3), doc.video_grid_thw.view(-1, 3)]
+    steps = [1.0] * len(grids[0]) + (
+        [1.0] * len(grids[1]) if tps is None else (tps * doc.video_second_per_grid).tolist()
+    )
+    spans_all, grids_all = torch.cat(spans), torch.cat(grids)
+    order = spans_all[:, 0].argsort().tolist()
+    return mrope_position_ids(
+        doc.length, spans_all[order], grids_all[order], time_intervals=[steps[i] for i in order]
+    )
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl"])
+def test_thd_batch_equals_each_document_alone(family: str, vlm_tokenizer_dir, vlm_tokenizer):
+    from megatron.core.packed_seq_params import PackedSeqParams
+
+    _, docs, batch = _build(family, vlm_tokenizer_dir)
+    mb = megatron_batch(batch)
+    assert isinstance(mb, MegatronVLMBatch)
+    assert isinstance(mb.packed_seq_params, PackedSeqParams)
+    total = batch.tokens.numel()
+    assert mb.position_ids.shape == (3, 1, total) and mb.tokens.shape == (1, total)
+    assert torch.equal(mb.tokens[0], batch.tokens.view(-1))
+    image_id = vlm_tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    video_id = vlm_tokenizer.convert_tokens_to_ids("<|video_pad|>")
+    assert torch.equal(mb.image_token_mask, mb.tokens == image_id)
+    assert torch.equal(mb.video_token_mask, mb.tokens == video_id)
+    tps = TOKENS_PER_SECOND if family == "qwen2_5_vl" else None
+    cu = mb.packed_seq_params.cu_seqlens_q.tolist()
+    cu_padded = mb.packed_seq_params.cu_seqlens_q_padded.tolist()
+    assert len(cu) == len(docs) + 1
+    assert [b - a for a, b in zip(cu, cu[1:])] == [d.length for d in docs]
+    for doc, start in zip(docs, cu_padded):
+        n = doc.length
+        assert torch.equal(mb.position_ids[:, 0, start : start + n], _alone(doc, tps)), doc.__key__
+        assert torch.equal(mb.tokens[0, start : start + n], doc.tokens)
+        targets = torch.where(doc.loss_mask[1:], doc.tokens[1:], 0)
+        assert torch.equal(mb.labels[0, start : start + n - 1], targets)
+    imaged = [d for d in docs if len(d.image_grid_thw)]
+    assert torch.equal(mb.pixel_values, torch.cat([d.pixel_values for d in imaged]))
+    assert torch.equal(mb.image_grid_thw, torch.cat([d.image_grid_thw for d in imaged]))
+    assert torch.equal(mb.pixel_values_videos, docs[-1].pixel_values_videos)
+    assert torch.equal(mb.video_grid_thw, docs[-1].video_grid_thw)
+    assert mb.pixel_values.shape[0] == int(mb.image_grid_thw.prod(-1).sum())
+    cost = mb.vision_cost
+    for row, members in enumerate([docs[:2], docs[2:]]):
+        grids = [g for d in members for g in (*d.image_grid_thw, *d.video_grid_thw)]
+        assert cost.patches[row] == sum(int(g.prod()) for g in grids)
+        assert cost.text_attention_pairs[row] == sum(d.length**2 for d in members)
+        assert cost.text_attention_pairs[row] < cost.padded_attention_pairs[row]
+    hidden, layers = 64, 2
+    assert attention_flops(cost.text_attention_pairs[1], hidden, layers) == (
+        4 * hidden * layers * sum(d.length**2 for d in docs[2:])
+    )
+
+
+def test_cp_shares_are_megatrons_thd_rope_slices(vlm_tokenizer_dir) -> None:
+    """With CP 2 each rank's mRoPE rows are what megatron-core's THD RoPE takes from the whole
+    batch's rows (``_get_thd_freqs_on_this_cp_rank`` with offsets), and the ranks' tokens and
+    image masks together are the batch's."""
+    from megatron.core.models.common.embeddings.rope_utils import _get_thd_freqs_on_this_cp_rank
+
+    _, _, batch = _build("qwen2_vl", vlm_tokenizer_dir, alignment=4)
+    whole = megatron_batch(batch)
+    cu = batch.cu_seqlens_padded.tolist()
+    for rank in range(2):
+        mb = megatron_batch(batch, cp_size=2, cp_rank=rank)
+        assert mb.position_ids.shape == (3, 1, batch.tokens.numel() // 2)
+        rows = whole.position_ids[:, 0].T  # (T, 3): one "frequency" row per position
+        theirs = torch.cat(
+            [
+                _get_thd_freqs_on_this_cp_rank(rank, 2, torch.empty((e - s) // 2), rows, s)
+                for s, e in zip(cu, cu[1:])
+            ]
+        )
+        assert torch.equal(mb.position_ids[:, 0].T, theirs)
+        assert torch.equal(mb.pixel_values, whole.pixel_values)  # the ViT sees every image
+    shares = [megatron_batch(batch, cp_size=2, cp_rank=r) for r in (0, 1)]
+    for name in ("tokens", "image_token_mask", "video_token_mask"):
+        together = torch.cat([getattr(mb, name)[0] for mb in shares])
+        index = torch.cat([cp_partition_indices(batch.cu_seqlens_padded, 2, r) for r in (0, 1)])
+        assert torch.equal(together, getattr(whole, name)[0, index]), name
+    assert int(sum(mb.image_token_mask.sum() for mb in shares)) == int(whole.image_token_mask.sum())
+
+
+def test_megatron_cores_multimodal_rope_takes_the_rows(vlm_tokenizer_dir) -> None:
+    """megatron-core's ``MultimodalRotaryEmbedding.forward`` (its __init__ asks for CUDA: the
+    module is built by hand on CPU) on the (3, 1, T) rows gives, per document, the embedding of
+    that document's rows alone."""
+    from megatron.core.models.common.embeddings.rotary_pos_embedding import (
+        MultimodalRotaryEmbedding,
+    )
+
+    rope = MultimodalRotaryEmbedding.__new__(MultimodalRotaryEmbedding)
+    torch.nn.Module.__init__(rope)
+    rope.inv_freq = 1.0 / (10000 ** (torch.arange(0, 16, 2, dtype=torch.float32) / 16))
+    rope.rotary_interleaved, rope.seq_len_interpolation_factor, rope.cp_group = False, None, None
+    _, docs, batch = _build("qwen2_vl", vlm_tokenizer_dir)
+    mb = megatron_batch(batch)
+    emb = rope(mb.position_ids, [2, 3, 3])
+    assert emb.shape == (batch.tokens.numel(), 1, 1, 16)
+    cu_padded = mb.packed_seq_params.cu_seqlens_q_padded.tolist()
+    for doc, start in zip(docs, cu_padded):
+        alone = rope(_alone(doc, None).unsqueeze(1), [2, 3, 3])
+        torch.testing.assert_close(emb[start : start + doc.length], alone, rtol=0, atol=0)
+
+
+def test_other_families_are_refused_by_name(tmp_path: Path, tokenizer_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tok.add_tokens(list(INTERNVL_TOKENS.values()), special_tokens=True)
+    tok.save_pretrained(tmp_path)
+    enc = ConversationPackingTaskEncoder(tmp_path, internvl_processor(tmp_path), pack_size=448)
+    sample = chat_sample("one", ["<image> is it", "a seed"], images=[png(56, 56, 1)])
+    docs = [enc.materialize(d) for d in enc.encode_sample(sample)]
+    batch = collate_packs([pack_documents(docs, **enc.pack_options())])
+    with pytest.raises(ValueError, match="InternVL.*only Qwen2-VL, Qwen2.5-VL and Qwen3-VL"):
+        megatron_batch(batch)
+
+
+def test_qwen_batch_without_mrope_is_refused(vlm_tokenizer_dir) -> None:
+    processor = make_image_processor(patch_size=PATCH)
+    enc = ConversationPackingTaskEncoder(vlm_tokenizer_dir, processor, pack_size=512)
+    docs = [enc.materialize(d) for d in enc.encode_sample(_samples()[1])]
+    batch = collate_packs([pack_documents(docs, **enc.pack_options())])
+    with pytest.raises(ValueError, match="mrope=True"):
+        megatron_batch(batch)

@@ -83,6 +83,9 @@ class PackedTextBatch(Batch):
 
     #: The pack type this batch type collates; setting it in a subclass registers the subclass.
     pack_type: ClassVar[type[PackedTextSample]] = PackedTextSample
+    #: The Megatron layout :func:`~energon_pack.samples.megatron_batch` builds for this type:
+    #: ``"text"`` (THD tokens) or ``"vlm"`` (plus mRoPE rows, pixels, token masks).
+    megatron_layout: ClassVar[str] = "text"
 
     #: (B, L) int64 token ids; tail padding is ``pad_token_id``.
     tokens: torch.Tensor
@@ -275,6 +278,7 @@ class PackedCaptioningBatch(PackedImageFields, PackedTextBatch):
     ``(B * L,)`` batch, mRoPE ids ``(3, B, L)``."""
 
     pack_type: ClassVar[type[PackedTextSample]] = PackedCaptioningSample
+    megatron_layout: ClassVar[str] = "vlm"
 
     @classmethod
     def modality_fields(  # type: ignore[override]

@@ -14,7 +14,6 @@ import torch
 
 from energon_pack.attention import cp_partition_indices, packed_seq_params
 from energon_pack.samples._batch import (
-    PackedCaptioningBatch,
     PackedTextBatch,
     refuse_bidirectional,
 )
@@ -70,7 +69,7 @@ def megatron_batch(
     pixels and grids, image/video token masks and the vision cost; other VLM families are
     refused by name.
     """
-    if isinstance(batch, PackedCaptioningBatch):  # images, mRoPE rows: _megatron_vlm.py
+    if batch.megatron_layout == "vlm":  # images, mRoPE rows: _megatron_vlm.py
         from energon_pack.samples._megatron_vlm import megatron_vlm_batch
 
         return megatron_vlm_batch(

@@ -12,7 +12,7 @@ import peft
 import pytest
 import torch
 import transformers
-from model_families import VOCAB, max_difference, packed_batch
+from model_families import CLASS_VERDICT, VOCAB, max_difference, packed_batch
 
 from energon_pack.attention import (
     PackingNotExactError,
@@ -87,7 +87,7 @@ def test_lora_through_the_readme_call_is_exact() -> None:
     model = peft.get_peft_model(llama(), lora)
     b = model.base_model.model.model.layers[0].self_attn.q_proj.lora_B["default"].weight
     assert b.abs().sum() > 0  # the adapter changes the output
-    assert check_model(model, "sdpa").verified_by.startswith("family matrix")
+    assert check_model(model, "sdpa").verified_by.startswith(CLASS_VERDICT)
     logits, loss = max_difference(model, "sdpa", *packed_batch())
     assert logits <= 1e-5 and loss <= 1e-5
 
@@ -150,7 +150,7 @@ def test_a_patched_class_forward_is_measured_on_the_instance(patch_attention) ->
         check_model(model, "sdpa", pack_size=64)
     assert model.training is True
     patch_attention(_ORIGINAL_ATTENTION)
-    assert check_model(model, "sdpa").verified_by.startswith("family matrix")
+    assert check_model(model, "sdpa").verified_by.startswith(CLASS_VERDICT)
 
 
 def test_a_large_patched_model_is_left_to_the_first_batch_check(
@@ -191,7 +191,7 @@ def test_a_module_swapped_on_an_instance_is_measured_and_refused() -> None:
     ):
         check_model(model, "sdpa")
     untouched = llama()
-    assert check_model(untouched, "sdpa").verified_by.startswith("family matrix")
+    assert check_model(untouched, "sdpa").verified_by.startswith(CLASS_VERDICT)
     mlp = untouched.model.layers[1].mlp
     original = mlp.forward
     mlp.forward = lambda x: original(x) + x.roll(1, dims=1)  # mixes neighbouring tokens
@@ -219,7 +219,7 @@ def test_a_subclass_that_mixes_tokens_is_refused_for_its_mechanism() -> None:
         packed_batch()[0].hf_kwargs("sdpa", config=model)
     assert "position_ids" not in str(err.value)  # its forward passes them on (**kwargs)
     # a config alone verifies the transformers class it maps to, not the user's subclass
-    assert check_model(model.config, "sdpa").verified_by.startswith("family matrix")
+    assert check_model(model.config, "sdpa").verified_by.startswith(CLASS_VERDICT)
 
 
 def test_standard_wrappers_and_modes_are_not_foreign() -> None:
@@ -228,7 +228,7 @@ def test_standard_wrappers_and_modes_are_not_foreign() -> None:
     model.model.layers[0].compile()
     lora = peft.LoraConfig(target_modules=["q_proj", "lm_head"], use_dora=True)
     for candidate in (model, peft.get_peft_model(llama(), lora)):
-        assert check_model(candidate, "sdpa").verified_by.startswith("family matrix")
+        assert check_model(candidate, "sdpa").verified_by.startswith(CLASS_VERDICT)
 
 
 class ScaleHook(accelerate.hooks.ModelHook):
@@ -249,7 +249,7 @@ def test_accelerate_device_hooks_pass_and_other_hooks_are_named() -> None:
     model = llama()
     hook = accelerate.hooks.AlignDevicesHook(execution_device="cpu", io_same_device=True)
     accelerate.hooks.add_hook_to_module(model.model.layers[0], hook)
-    assert check_model(model, "sdpa").verified_by.startswith("family matrix")
+    assert check_model(model, "sdpa").verified_by.startswith(CLASS_VERDICT)
     accelerate.hooks.add_hook_to_module(model.model.layers[1].mlp, ScaleHook())
     assert check_model(model, "sdpa").verified_by.startswith("the instance itself")
     accelerate.hooks.add_hook_to_module(model.model.layers[1].mlp, MixHook())

@@ -64,7 +64,7 @@ class MegatronVLMBatch(MegatronBatch):
 
 #: The layouts of the other registered families, by what their batches show.
 _LAYOUTS = (
-    ("token_type_ids", "Gemma 3 / PaliGemma (images attended both ways)"),
+    ("token_type_ids", "Gemma 3 / PaliGemma (token_type_ids: images attended both ways)"),
     ("image_sizes", "LLaVA-NeXT / LLaVA-OneVision (anyres patches with image_sizes)"),
     (5, "Idefics3 / SmolVLM (split tiles)"),
     (4, "InternVL / Gemma 3 / PaliGemma (whole tiles or images)"),

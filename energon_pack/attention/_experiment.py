@@ -34,6 +34,8 @@ __all__ = [
     "cpu_route",
     "experiment",
     "experiment_rows",
+    "TOLERANCE",
+    "model_outputs",
     "no_randomness",
     "packed_vs_alone",
     "tiny_config",
@@ -42,6 +44,8 @@ __all__ = [
 #: The longest row the experiment runs (packs longer than this are checked on rows this long;
 #: mechanisms that switch on past it are the rope limits ``config_report`` checks by value).
 MAX_ROW = 256
+#: The largest |difference| (outputs and loss, float32) the experiment calls equal.
+TOLERANCE = 1e-5
 #: Row length when no ``pack_size`` is given.
 DEFAULT_ROW = 128
 #: Size fields of a config and the most a tiny copy keeps (smaller values stay).
@@ -300,13 +304,13 @@ def packed_vs_alone(
         **({"labels": labels.reshape(flat)} if causal_lm else {}),
     }
     out = model(**inputs, **kwargs)
-    packed = _outputs(out).reshape(*tokens.shape, -1)
+    packed = model_outputs(out).reshape(*tokens.shape, -1)
     worst, total, count = 0.0, 0.0, 0
     for r, lengths in enumerate(rows):
         start = 0
         for n in lengths:
             doc = tokens[r, start : start + n]
-            alone = _outputs(model(input_ids=doc[None]))[0]
+            alone = model_outputs(model(input_ids=doc[None]))[0]
             diff = (packed[r, start : start + n] - alone).abs().max()
             worst = max(worst, float(diff) if diff.isfinite() else float("inf"))
             if causal_lm and n > 1:
@@ -325,6 +329,10 @@ def _is_causal_lm(model_class: type) -> bool:
     return any(base.__name__ in names for base in model_class.__mro__)
 
 
-def _outputs(out: Any) -> torch.Tensor:
-    logits = getattr(out, "logits", None)
-    return logits if logits is not None else out.last_hidden_state
+def model_outputs(out: Any) -> torch.Tensor:
+    """Logits, or the last hidden state of a base model (else the output's first field)."""
+    for name in ("logits", "last_hidden_state"):
+        value = getattr(out, name, None)
+        if value is not None:
+            return value
+    return out[0]

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from energon_pack.attention._compat import PackingNotExactError
-from energon_pack.attention._experiment import no_randomness
+from energon_pack.attention._experiment import model_outputs, no_randomness
 from energon_pack.attention._instance import vouch
 
 __all__ = ["FirstBatchReport", "check_first_batch"]
@@ -96,15 +96,6 @@ def _choose(batch: Any, max_documents: int, max_tokens: int | None) -> list[_Doc
     return chosen
 
 
-def _output(out: Any) -> torch.Tensor:
-    """Logits, or the last hidden state of a base model."""
-    for name in ("logits", "last_hidden_state"):
-        value = getattr(out, name, None)
-        if value is not None:
-            return value
-    return out[0]
-
-
 def _targets_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, int]:
     """Sum of the cross-entropy over the targets (in float32) and their count."""
     mask = labels != -100
@@ -141,13 +132,13 @@ def _alone_and_padded(
     """Each document alone (its own positions), and the largest difference between the
     documents right-padded into one batch with a 2-D padding mask and the same alone."""
     tokens = [batch.tokens[d.row, d.start : d.start + d.length] for d in docs]
-    alone = [_output(model(input_ids=t[None]))[0] for t in tokens]
+    alone = [model_outputs(model(input_ids=t[None]))[0] for t in tokens]
     longest = max(d.length for d in docs)
     ids = torch.full((len(docs), longest), pad_id, dtype=tokens[0].dtype, device=tokens[0].device)
     mask = torch.zeros_like(ids)
     for i, t in enumerate(tokens):
         ids[i, : len(t)], mask[i, : len(t)] = t, 1
-    padded = _output(model(input_ids=ids, attention_mask=mask))
+    padded = model_outputs(model(input_ids=ids, attention_mask=mask))
     noise = max(_diff(padded[i, : d.length], a) for i, (d, a) in enumerate(zip(docs, alone)))
     return alone, noise
 
@@ -243,7 +234,7 @@ def check_first_batch(
     with no_randomness(model):
         packed = model(**kwargs)
         alone, noise = _alone_and_padded(model, batch, docs, pad_id if pad_id is not None else 0)
-    out = _output(packed).reshape(*batch.tokens.shape, -1)  # hybrids: one (1, B*L) row
+    out = model_outputs(packed).reshape(*batch.tokens.shape, -1)  # hybrids: one (1, B*L) row
     tol, rule = (
         (tolerance, "given") if tolerance is not None else _tolerance(param.dtype, alone, noise)
     )

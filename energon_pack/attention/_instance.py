@@ -33,7 +33,12 @@ from energon_pack.attention._compat import (
     refuse_structure,
     text_config,
 )
-from energon_pack.attention._experiment import experiment_rows, no_randomness, packed_vs_alone
+from energon_pack.attention._experiment import (
+    TOLERANCE,
+    experiment_rows,
+    no_randomness,
+    packed_vs_alone,
+)
 from energon_pack.attention._foreign import foreign_code
 from energon_pack.attention._implementations import IMPLEMENTATIONS
 
@@ -41,7 +46,6 @@ __all__ = ["PARAMETER_CAP", "check_instance", "loaded_implementation", "unwrappe
 
 #: The largest model (parameters) measured on the instance itself when it holds foreign code.
 PARAMETER_CAP = 50_000_000
-_TOLERANCE = 1e-5
 _FIRST_BATCH = (
     "check your first packed batch on this model: energon_pack.attention.check_first_batch("
     "model, batch, config=model.config) (PackedTrainer does it by default); once it passes, "
@@ -212,9 +216,9 @@ def _measured(
             f"packed forward pass fails ({type(err).__name__}: {err})",
             "train this model unpacked, or run it without that code",
         ) from err
-    if not logits <= _TOLERANCE:
+    if not logits <= TOLERANCE:
         explain_failure(type(model))
-    if not (logits <= _TOLERANCE and loss <= _TOLERANCE):
+    if not (logits <= TOLERANCE and loss <= TOLERANCE):
         raise PackingNotExactError(
             name,
             f"it runs code that is not transformers' own ({'; '.join(found[:3])}), and "

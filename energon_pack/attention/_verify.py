@@ -26,6 +26,7 @@ from energon_pack.attention._compat import (
     text_config,
 )
 from energon_pack.attention._experiment import (
+    TOLERANCE,
     ForwardFailed,
     cpu_route,
     experiment,
@@ -47,7 +48,6 @@ __all__ = [
 
 #: The ``attn_implementation`` values packing serves.
 IMPLEMENTATIONS = tuple(_IMPLEMENTATIONS)
-TOLERANCE = 1e-5
 #: Config booleans that do not change a forward pass (left out of the matrix key).
 _NEUTRAL_FLAGS = {
     "return_dict", "use_cache", "tie_word_embeddings", "output_hidden_states",
@@ -117,7 +117,7 @@ def check_model(
     if measured is not None:  # code the class does not show, verified on the instance
         return measured
     config = getattr(model_or_config, "config", model_or_config)
-    impl = attn_implementation or getattr(config, "_attn_implementation", None) or "sdpa"
+    impl = attn_implementation or "sdpa"  # check_instance gave the loaded one where set
     implementation(impl)  # ValueError naming the choices
     cls = type(model_or_config) if config is not model_or_config else _model_class(config)
     key = (cls, _digest(config), impl, pack_size)

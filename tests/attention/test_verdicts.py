@@ -96,24 +96,19 @@ def test_the_copy_keeps_every_layer() -> None:
     assert _experiment.tiny_config(config, all_layers=False).num_hidden_layers == 11
 
 
+def _qwen2_vl_7b_text() -> dict:
+    """The released Qwen2-VL / Qwen2.5-VL 7B text config (a fresh dict per use)."""
+    return dict(
+        vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+        num_attention_heads=28, num_key_value_heads=4,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]},
+    )  # fmt: skip
+
+
 _REAL_VLMS = {
     # text configs shaped as the released checkpoints (vocabulary, widths, mRoPE sections)
-    "qwen2-vl-7b": lambda: transformers.Qwen2VLConfig(
-        text_config=dict(
-            vocab_size=152064, hidden_size=3584, intermediate_size=18944,
-            num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
-            rope_parameters={"rope_type": "default", "rope_theta": 1e6,
-                             "mrope_section": [16, 24, 24]},
-        )
-    ),
-    "qwen2.5-vl-7b": lambda: transformers.Qwen2_5_VLConfig(
-        text_config=dict(
-            vocab_size=152064, hidden_size=3584, intermediate_size=18944,
-            num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
-            rope_parameters={"rope_type": "default", "rope_theta": 1e6,
-                             "mrope_section": [16, 24, 24]},
-        )
-    ),
+    "qwen2-vl-7b": lambda: transformers.Qwen2VLConfig(text_config=_qwen2_vl_7b_text()),
+    "qwen2.5-vl-7b": lambda: transformers.Qwen2_5_VLConfig(text_config=_qwen2_vl_7b_text()),
     "qwen3-vl-8b": lambda: transformers.Qwen3VLConfig(
         text_config=dict(vocab_size=151936, hidden_size=4096, num_hidden_layers=36,
                          num_attention_heads=32, num_key_value_heads=8, head_dim=128)

@@ -100,3 +100,122 @@ def test_the_shipped_sample_is_what_make_sample_draws() -> None:
     if not full.exists():
         pytest.skip(f"the full manpages lengths are not at {full}")
     assert make.sample_text(full) == make.SAMPLE.read_text()
+
+
+# -- the GPU proof (issue 31 item 3): its CPU dry run, and its GPU-only branches on CPU ------------
+
+
+@pytest.fixture(scope="module")
+def gpu_check():  # noqa: ANN201
+    import sys
+
+    spec = importlib.util.spec_from_file_location("gpu_check", DATA.parent / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules["gpu_check"]
+
+
+def _table(report: str, heading: str) -> list[list[str]]:
+    """The cells of the Markdown table under ``heading``, header first (separator dropped)."""
+    lines = report.split(heading, 1)[1].strip().splitlines()
+    rows = [line for line in lines[lines.index(next(x for x in lines if x.startswith("|"))) :]]
+    rows = rows[: next((i for i, x in enumerate(rows) if not x.startswith("|")), len(rows))]
+    return [[c.strip() for c in row.strip("|").split("|")] for row in rows if "---" not in row]
+
+
+def test_gpu_check_cpu_dry_run(gpu_check, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every route that exists on CPU gives each document its logits alone (sdpa, eager, flex
+    uncompiled, flash through the reference kernel, the hybrids through reference kernels);
+    torch's varlen_attn says why it did not run; the throughput table has both layouts on the
+    same documents; the page is not written."""
+    page = gpu_check.PAGE.read_text()
+    assert gpu_check.main(["--cpu-dry-run"]) == 0
+    report = capsys.readouterr().out
+    routes = _table(report, "### Routes: packed vs alone")
+    assert routes[0] == [
+        "route",
+        "dtype",
+        "verdict",
+        "max diff",
+        "bound",
+        "leak",
+        "kernel that ran",
+    ]
+    assert all(len(row) == len(routes[0]) for row in routes)
+    verdicts = {row[0]: row[2] for row in routes[1:] if row[1] == "fp32"}
+    assert set(verdicts) == {route.name for route in gpu_check.ROUTES}
+    on_cpu = {name: v for name, v in verdicts.items() if name != "torch varlen_attn"}
+    assert on_cpu == dict.fromkeys(on_cpu, "PASS"), on_cpu
+    assert verdicts["torch varlen_attn"] == "SKIPPED (needs CUDA)"
+    for row in routes[1:]:
+        if row[2] == "PASS":
+            diff, bound, leak = (float(x) for x in row[3:6])
+            assert diff <= bound < leak
+    speed = _table(report, "### Training throughput: packed vs padded")
+    assert [row[0] for row in speed[1:]] == ["packed", "padded"]
+    assert speed[1][2] == speed[2][2]  # the same real tokens
+    assert all(float(row[5].replace(",", "")) > 0 for row in speed[1:])
+    assert "Packed / padded real tokens/s: **" in report
+    assert gpu_check.PAGE.read_text() == page
+    assert "No GPU figure exists yet" in page and "python tests/benchmarks/gpu_check.py" in page
+
+
+def test_gpu_check_workload_is_the_same_documents(gpu_check) -> None:
+    packed, padded = gpu_check.workload(gpu_check.GPU)
+    rows = [row for step in packed.steps for row in step]
+    assert max(map(sum, rows)) <= 2048 and max(len(s) for s in packed.steps) == 4
+    assert sorted(n for row in rows for n in row) == sorted(
+        n for step in padded.steps for (n,) in step
+    )
+    assert len(packed.steps) >= 18 and max(n for row in rows for n in row) == 2048  # capped
+    assert all(sum(n for (n,) in step) <= 4 * 2048 for step in padded.steps)
+
+
+def test_gpu_check_gpu_branches_say_why_they_skip(gpu_check) -> None:
+    """Without CUDA kernels, the GPU routes are SKIPPED with the reason, never replaced."""
+    import torch
+    import transformers
+
+    routes = {route.kernel: route for route in gpu_check.ROUTES}
+    llama, fp32, bf16 = transformers.LlamaForCausalLM, torch.float32, torch.bfloat16
+    with pytest.raises(gpu_check.Skip, match="flash_attn not importable"):
+        gpu_check.kernel_route(routes["flash_attn"], bf16, llama, cpu=False)
+    with pytest.raises(gpu_check.Skip, match="fp16/bf16 only"):
+        gpu_check.kernel_route(routes["torch_varlen"], fp32, llama, cpu=False)
+    qwen = transformers.Qwen3NextForCausalLM
+    with pytest.raises(gpu_check.Skip, match="fla and causal-conv1d not importable"):
+        gpu_check.kernel_route(routes["linear"], bf16, qwen, cpu=False)
+
+
+def test_gpu_check_torch_varlen_route_gets_the_documents(gpu_check, monkeypatch) -> None:
+    """The varlen_attn adapter on CPU, with the package's reference kernel behind torch's
+    signature: transformers' flash route hands it each slot as a sequence, causal."""
+    import torch
+    import transformers
+    from torch.nn.attention import varlen
+
+    from energon_pack.attention._flash_reference import varlen_attention
+
+    calls = []
+
+    def fake(q, k, v, cu_q, cu_k, max_q, max_k, *, scale=None, window_size=(-1, -1),
+             enable_gqa=False):  # fmt: skip
+        calls.append((cu_q.tolist(), window_size, enable_gqa))
+        left, right = window_size
+        return varlen_attention(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale=scale,
+                                causal=right == 0, window_size=(left, -1))  # fmt: skip
+
+    monkeypatch.setattr(varlen, "varlen_attn", fake)
+    cpu, route = gpu_check.CPU, next(r for r in gpu_check.ROUTES if r.kernel == "torch_varlen")
+    with gpu_check.torch_varlen(transformers.LlamaForCausalLM):
+        model = gpu_check.build(route, cpu, torch.float32)
+        gen = torch.Generator().manual_seed(1)
+        batch, docs = gpu_check.pack(cpu.rows, 97, gen, cpu.pack_size)
+        diff, leak, _ = gpu_check.packed_vs_alone(model, route.impl, batch, docs, torch.float32)
+    assert diff <= 1e-5 < leak
+    assert ([0, 20, 34, 41, 68], (-1, 0), True) in calls  # rows [20, 12 + 2 pad], [7, 3 + 24]
+    assert all(window == (-1, 0) and gqa for _, window, gqa in calls)

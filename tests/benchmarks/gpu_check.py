@@ -151,14 +151,31 @@ def has_torch_varlen() -> bool:
     return importlib.util.find_spec("torch.nn.attention.varlen") is not None
 
 
-def linear_kernels(model_class: type) -> dict[str, str]:
-    """The module of the function each of ``model_class``'s kernel globals runs (transformers
-    binds fla / causal-conv1d at import time, else its PyTorch fallback)."""
-    module, found = sys.modules[model_class.__module__], {}
+def importable(module: str) -> bool:
+    """Whether ``module`` imports (a wheel built for another torch fails here, not mid-run)."""
+    try:
+        importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - any failure means the route cannot run
+        return False
+    return True
+
+
+def linear_kernels(model_class: type) -> str:
+    """What ``model_class``'s linear-attention and conv layers run: transformers binds fla's
+    and causal-conv1d's kernels at import time where they import (:class:`Skip` otherwise)."""
+    missing = [d for m, d in (("fla", "fla"), ("causal_conv1d", "causal-conv1d"))
+               if not importable(m)]  # fmt: skip
+    if missing:
+        raise Skip(
+            f"{' and '.join(missing)} not importable (transformers' fallback refuses borders)"
+        )
+    module, ran = sys.modules[model_class.__module__], []
     for name in ("causal_conv1d_fn", "torch_chunk_gated_delta_rule"):
         bound = inspect.getclosurevars(getattr(module, name)).nonlocals.get("implementation")
-        found[name] = getattr(bound, "__module__", "?")
-    return found
+        ran.append(f"{getattr(bound, '__module__', '?')}.{getattr(bound, '__name__', name)}")
+    if any(r.startswith("transformers") for r in ran):
+        raise Skip(f"transformers bound its PyTorch fallback: {', '.join(ran)}")
+    return " + ".join(ran)
 
 
 @contextlib.contextmanager
@@ -207,7 +224,7 @@ def kernel_route(route: Route, dtype: torch.dtype, model_class: type, cpu: bool)
     if route.kernel == "flash_attn":
         if cpu:
             return cpu_route(route.impl, model_class), "PyTorch reference kernel (CPU)"
-        if importlib.util.find_spec("flash_attn") is None:
+        if not importable("flash_attn"):
             raise Skip("flash_attn not importable")
         if dtype == torch.float32:
             raise Skip("flash-attn takes fp16/bf16 only")
@@ -220,10 +237,7 @@ def kernel_route(route: Route, dtype: torch.dtype, model_class: type, cpu: bool)
         return torch_varlen(model_class), "torch.nn.attention.varlen.varlen_attn"
     if cpu:
         return cpu_route(route.impl, model_class), "PyTorch references of the kernels (CPU)"
-    bound = linear_kernels(model_class)
-    if any(m.startswith("transformers") for m in bound.values()):
-        raise Skip("fla / causal-conv1d not importable: transformers' fallback refuses borders")
-    return contextlib.nullcontext(), " + ".join(sorted(set(bound.values())))
+    return contextlib.nullcontext(), linear_kernels(model_class)
 
 
 # -- the routes: packed vs alone ----------------------------------------------------------------
@@ -300,7 +314,8 @@ def check_route(route: Route, dtype: torch.dtype, shapes: Shapes) -> Result:
     except PackingNotExactError as err:
         return Result(route.name, NAMES[dtype], f"REFUSED ({err.feature})", kernel)
     except Exception as err:  # noqa: BLE001 - a kernel that cannot run is a cell, not a crash
-        return Result(route.name, NAMES[dtype], f"ERROR ({type(err).__name__}: {err})"[:120])
+        what = " ".join(f"{type(err).__name__}: {err}".split()).replace("|", "/")[:100]
+        return Result(route.name, NAMES[dtype], f"ERROR ({what})")
     bound = TOLERANCE[dtype] * scale
     verdict = "PASS" if diff <= bound < leak else "FAIL" if diff > bound else "INCONCLUSIVE"
     return Result(route.name, NAMES[dtype], verdict, kernel, diff, leak, bound)
@@ -398,7 +413,7 @@ def train(model, impl: str, speed: Speed, shapes: Shapes) -> None:
 def train_route(cpu: bool):
     """(implementation, context, label) of the throughput model: flash-attn, else torch's
     varlen_attn through transformers' flash route, else sdpa (dense masks)."""
-    if not cpu and importlib.util.find_spec("flash_attn") is not None:
+    if not cpu and importable("flash_attn"):
         return "flash_attention_2", contextlib.nullcontext(), "flash-attn"
     if not cpu and has_torch_varlen():
         return "flash_attention_2", torch_varlen(transformers.LlamaForCausalLM), "varlen_attn"

@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
+import energon_pack  # noqa: E402
 from energon_pack.algorithms import PackingSpec, pack_lengths  # noqa: E402
 from energon_pack.attention import PackingNotExactError, cpu_route  # noqa: E402
 from energon_pack.samples import EncodedSample, collate_packs, pack_documents  # noqa: E402
@@ -384,7 +385,7 @@ def train_batch(step, packed: bool, shapes: Shapes, gen: torch.Generator) -> dic
 
 
 def train(model, impl: str, speed: Speed, shapes: Shapes) -> None:
-    """Warm up on the first steps, then time every step: forward, backward, AdamW."""
+    """Warm up on the largest steps, then time every step: forward, backward, AdamW."""
     cuda = shapes.device == "cuda"
     optim = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=cuda)
     gen = torch.Generator().manual_seed(0)
@@ -398,7 +399,8 @@ def train(model, impl: str, speed: Speed, shapes: Shapes) -> None:
         optim.step()
         optim.zero_grad(set_to_none=True)
 
-    for kwargs in batches[: shapes.warmup]:
+    by_size = sorted(batches, key=lambda kwargs: kwargs["input_ids"].numel())
+    for kwargs in by_size[-shapes.warmup :]:
         step(kwargs)
     sync()
     start = time.perf_counter()
@@ -457,7 +459,7 @@ def environment(shapes: Shapes) -> list[str]:
     return [
         f"- device: {device}",
         f"- torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"energon-pack {_version('energon-pack') or '(source tree)'}",
+        f"energon-pack {energon_pack.__version__} ({Path(energon_pack.__file__).parent})",
         f"- kernels: {kernels}, torch varlen_attn {varlen}",
     ]
 

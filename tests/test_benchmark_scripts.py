@@ -219,3 +219,16 @@ def test_gpu_check_torch_varlen_route_gets_the_documents(gpu_check, monkeypatch)
     assert diff <= 1e-5 < leak
     assert ([0, 20, 34, 41, 68], (-1, 0), True) in calls  # rows [20, 12 + 2 pad], [7, 3 + 24]
     assert all(window == (-1, 0) and gqa for _, window, gqa in calls)
+
+
+def test_gpu_check_writes_results_and_status(gpu_check, tmp_path: Path, monkeypatch) -> None:
+    """A GPU run replaces the page's results and its no-GPU notice, and keeps the rest."""
+    page = tmp_path / "gpu.md"
+    page.write_text(gpu_check.PAGE.read_text())
+    monkeypatch.setattr(gpu_check, "PAGE", page)
+    gpu_check.write_page("- device: H100\n\n| route |\n")
+    text = page.read_text()
+    head = gpu_check.PAGE.read_text().split("## What the columns mean")[0].split("<!-- /status")[1]
+    assert "No GPU figure exists yet" not in text and "measured by the script on a GPU" in text
+    assert text.endswith("## Results\n\n- device: H100\n\n| route |\n")
+    assert head in text and "No GPU run yet" not in text

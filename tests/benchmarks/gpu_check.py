@@ -26,6 +26,7 @@ import importlib.metadata
 import importlib.util
 import inspect
 import os
+import re
 import sys
 import time
 import warnings
@@ -52,6 +53,8 @@ LENGTHS = HERE / "data" / "manpages-sample.lengths.txt"
 #: differently (both runs in bfloat16).
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
 NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16"}
+#: The page's status block, which the first GPU run rewrites.
+STATUS = ("<!-- status: rewritten by gpu_check.py -->", "<!-- /status -->")
 CLASSES = {"llama": "LlamaForCausalLM", "qwen3_next": "Qwen3NextForCausalLM",
            "qwen3_5": "Qwen3_5ForCausalLM"}  # fmt: skip
 
@@ -114,14 +117,14 @@ class Route:
     kernel: str
 
 
-ROUTES = [
+ROUTES = [  # FlexAttention last: its compiles take longest, and the time guard may cut it
     Route("SDPA, bool mask", "llama", "sdpa", "sdpa"),
     Route("eager, additive mask", "llama", "eager", "eager"),
-    Route("FlexAttention BlockMask", "llama", "flex_attention", "flex"),
     Route("flash-attn varlen", "llama", "flash_attention_2", "flash_attn"),
     Route("torch varlen_attn", "llama", "flash_attention_2", "torch_varlen"),
     Route("Qwen3-Next: delta rule + conv1d", "qwen3_next", "sdpa", "linear"),
     Route("Qwen3.5 text: delta rule + conv1d", "qwen3_5", "sdpa", "linear"),
+    Route("FlexAttention BlockMask", "llama", "flex_attention", "flex"),
 ]
 
 
@@ -299,12 +302,9 @@ def packed_vs_alone(model, impl: str, batch, docs, dtype) -> tuple[float, float,
 
 def check_route(route: Route, dtype: torch.dtype, shapes: Shapes) -> Result:
     """One cell: PASS (within the bound, and a leak would exceed it), FAIL, or why not."""
-    cls = getattr(transformers, CLASSES[route.model])
     try:
+        cls = getattr(transformers, CLASSES[route.model])
         context, kernel = kernel_route(route, dtype, cls, shapes.device == "cpu")
-    except Skip as why:
-        return Result(route.name, NAMES[dtype], f"SKIPPED ({why})")
-    try:
         with context:
             model = build(route, shapes, dtype)
             gen = torch.Generator().manual_seed(1)
@@ -312,6 +312,8 @@ def check_route(route: Route, dtype: torch.dtype, shapes: Shapes) -> Result:
             diff, leak, scale = packed_vs_alone(
                 model, route.impl, batch.to(shapes.device), docs, dtype
             )
+    except Skip as why:
+        return Result(route.name, NAMES[dtype], f"SKIPPED ({why})")
     except PackingNotExactError as err:
         return Result(route.name, NAMES[dtype], f"REFUSED ({err.feature})", kernel)
     except Exception as err:  # noqa: BLE001 - a kernel that cannot run is a cell, not a crash
@@ -457,7 +459,7 @@ def environment(shapes: Shapes) -> list[str]:
     kernels = ", ".join(f"{d} {_version(d) or 'not importable'}" for d in dists)
     varlen = "yes" if has_torch_varlen() else "no"
     return [
-        f"- device: {device}",
+        f"- device: {device}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"- torch {torch.__version__}, transformers {transformers.__version__}, "
         f"energon-pack {energon_pack.__version__} ({Path(energon_pack.__file__).parent})",
         f"- kernels: {kernels}, torch varlen_attn {varlen}",
@@ -500,43 +502,58 @@ def speed_table(speeds: tuple[Speed, Speed], model: str, size: int) -> list[str]
     ]
 
 
+def run(args: argparse.Namespace) -> str:
+    """Both parts, within the time guard; the report (Markdown)."""
+    start = time.monotonic()
+    shapes = CPU if args.cpu_dry_run else GPU
+    print("\n".join(environment(shapes)), flush=True)
+    results = []
+    for route in ROUTES:  # new routes start until 2 minutes before the end: throughput's time
+        for dtype in shapes.dtypes:
+            if time.monotonic() > start + args.budget - 120:
+                results.append(Result(route.name, NAMES[dtype], "SKIPPED (time guard)"))
+            else:
+                results.append(check_route(route, dtype, shapes))
+            print(routes_table(results[-1:])[-1], flush=True)
+    speeds, model = measure_throughput(shapes, start + args.budget)
+    lines = environment(shapes) + ["", "### Routes: packed vs alone", ""] + routes_table(results)
+    lines += ["", "### Training throughput: packed vs padded", ""]
+    lines += speed_table(speeds, model, shapes.train_pack)
+    return "\n".join([*lines, "", f"Whole run: {time.monotonic() - start:.0f} s.", ""])
+
+
+def write_page(report: str) -> None:
+    """The report replaces the page's results, and its status block says a GPU run exists."""
+    head, _ = PAGE.read_text().split("## Results")
+    status = f"{STATUS[0]}\nThe results below were measured by the script on a GPU.\n{STATUS[1]}"
+    head = re.sub(f"{re.escape(STATUS[0])}.*{re.escape(STATUS[1])}", status, head, flags=re.S)
+    PAGE.write_text(f"{head}## Results\n\n{report}")
+    print(f"wrote {PAGE}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cpu-dry-run", action="store_true", help="tiny shapes, fp32, CPU")
     parser.add_argument("--no-write", action="store_true", help=f"print only, not {PAGE.name}")
     parser.add_argument("--budget", type=float, default=420.0, help="then start nothing new (s)")
     args = parser.parse_args(argv)
-    start = time.monotonic()
-    shapes = CPU if args.cpu_dry_run else GPU
     if not args.cpu_dry_run and not torch.cuda.is_available():
         print("no CUDA device here: run with --cpu-dry-run", file=sys.stderr)
         return 2
-    warnings.filterwarnings("ignore")
+    verbosity, threads = transformers.logging.get_verbosity(), torch.get_num_threads()
     transformers.logging.set_verbosity_error()
-    threads = torch.get_num_threads()
     if args.cpu_dry_run:
         torch.set_num_threads(1)  # tiny matrices; CI runners are oversubscribed
-    print("\n".join(environment(shapes)), flush=True)
-    results = []
-    for route in ROUTES:
-        for dtype in shapes.dtypes:
-            if time.monotonic() > start + args.budget:
-                results.append(Result(route.name, NAMES[dtype], "SKIPPED (time guard)"))
-            else:
-                results.append(check_route(route, dtype, shapes))
-            print(routes_table(results[-1:])[-1], flush=True)
-    speeds, model = measure_throughput(shapes, start + args.budget)
-    torch.set_num_threads(threads)
-    lines = environment(shapes) + ["", "### Routes: packed vs alone", ""] + routes_table(results)
-    lines += ["", "### Training throughput: packed vs padded", ""]
-    lines += speed_table(speeds, model, shapes.train_pack)
-    lines += ["", f"Whole run: {time.monotonic() - start:.0f} s."]
-    report = "\n".join(lines) + "\n"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = run(args)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        torch.set_num_threads(threads)
     print(report)
     if not (args.cpu_dry_run or args.no_write):
-        head = PAGE.read_text().split("## Results")[0]
-        PAGE.write_text(f"{head}## Results\n\n{report}")
-        print(f"wrote {PAGE}")
+        write_page(report)
     return 0
 
 

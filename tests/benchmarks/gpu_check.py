@@ -12,7 +12,8 @@ with tiny shapes in float32 in a few seconds, and never writes the page (CI runs
 2. Throughput: a Llama of a few hundred million parameters (random weights, bf16) trains on the
    same documents (the shipped manpages lengths sample, capped at the pack size) packed by
    ``pack_lengths`` vs padded to each batch's longest document, at most as many real tokens
-   per step either way; forward + backward + AdamW, timed after warmup.
+   per step either way; forward + backward + AdamW, timed after warmup; with flash-attn (or
+   torch's varlen_attn) and with sdpa.
 
 A time guard stops starting new measurements after ``--budget`` seconds (default 420).
 """
@@ -30,7 +31,7 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,7 +89,7 @@ GPU = Shapes(
                 linear_num_value_heads=4, **_GQA),
     train=dict(vocab_size=32000, hidden_size=1024, intermediate_size=4096, num_hidden_layers=16,
                num_attention_heads=8, num_key_value_heads=8, head_dim=128),  # ~335M params
-    train_pack=2048, train_rows=4, shrink=1, warmup=2, steps=16,
+    train_pack=2048, train_rows=4, shrink=1, warmup=3, steps=40,
 )  # fmt: skip
 CPU = Shapes(
     device="cpu", dtypes=(torch.float32,), rows=[[20, 12], [7, 3]], pack_size=34,
@@ -333,6 +334,7 @@ class Speed:
 
     layout: str
     steps: list[list[list[int]]]
+    attention: str = ""
     ms_per_step: float = float("nan")
     tokens_per_s: float = float("nan")
     note: str = ""
@@ -414,39 +416,45 @@ def train(model, impl: str, speed: Speed, shapes: Shapes) -> None:
     speed.tokens_per_s = speed.real() / seconds
 
 
-def train_route(cpu: bool):
-    """(implementation, context, label) of the throughput model: flash-attn, else torch's
-    varlen_attn through transformers' flash route, else sdpa (dense masks)."""
+def train_routes(cpu: bool) -> list[tuple[str, Callable, str]]:
+    """(implementation, context factory, label) of each attention the model trains with:
+    flash-attn varlen, else torch's varlen_attn through transformers' flash route; and sdpa
+    (dense masks)."""
+    routes: list[tuple[str, Callable, str]] = [("sdpa", contextlib.nullcontext, "sdpa")]
     if not cpu and importable("flash_attn"):
-        return "flash_attention_2", contextlib.nullcontext(), "flash-attn"
-    if not cpu and has_torch_varlen():
-        return "flash_attention_2", torch_varlen(transformers.LlamaForCausalLM), "varlen_attn"
-    return "sdpa", contextlib.nullcontext(), "sdpa"
+        routes.insert(0, ("flash_attention_2", contextlib.nullcontext, "flash-attn varlen"))
+    elif not cpu and has_torch_varlen():
+        llama = transformers.LlamaForCausalLM
+        routes.insert(0, ("flash_attention_2", lambda: torch_varlen(llama), "torch varlen_attn"))
+    return routes
 
 
-def measure_throughput(shapes: Shapes, deadline: float) -> tuple[tuple[Speed, Speed], str]:
-    """Packed vs padded on the same documents; (the two layouts, a line naming the model)."""
-    speeds = workload(shapes)
-    impl, context, label = train_route(shapes.device == "cpu")
+def measure_throughput(shapes: Shapes, deadline: float) -> tuple[list[Speed], str]:
+    """Packed vs padded on the same documents, per attention; (the runs, the model's line)."""
     dtype = torch.bfloat16 if shapes.device == "cuda" else torch.float32
-    with context:
-        torch.manual_seed(0)
-        config = transformers.LlamaConfig(**shapes.train)
-        with torch.device(shapes.device):
-            model = transformers.LlamaForCausalLM._from_config(
-                config, attn_implementation=impl, dtype=dtype
-            ).train()
-        params = sum(p.numel() for p in model.parameters())
-        for speed in speeds:
-            if time.monotonic() > deadline:
-                speed.note = "not run (time guard)"
-                continue
-            try:
-                train(model, impl, speed, shapes)
-            except torch.OutOfMemoryError:
-                speed.note = "out of memory"
-                torch.cuda.empty_cache()
-    return speeds, f"Llama, {params / 1e6:.3g}M parameters, {NAMES[dtype]}, {label}, AdamW"
+    config, runs = transformers.LlamaConfig(**shapes.train), []
+    for impl, context, label in train_routes(shapes.device == "cpu"):
+        with context():
+            torch.manual_seed(0)
+            with torch.device(shapes.device):
+                model = transformers.LlamaForCausalLM._from_config(
+                    config, attn_implementation=impl, dtype=dtype
+                ).train()
+            params = sum(p.numel() for p in model.parameters())
+            for speed in workload(shapes):
+                speed.attention = label
+                runs.append(speed)
+                if time.monotonic() > deadline:
+                    speed.note = "not run (time guard)"
+                    continue
+                try:
+                    train(model, impl, speed, shapes)
+                except torch.OutOfMemoryError:
+                    speed.note = "out of memory"
+        del model
+        if shapes.device == "cuda":
+            torch.cuda.empty_cache()
+    return runs, f"Llama, {params / 1e6:.3g}M parameters, {NAMES[dtype]}, AdamW"
 
 
 # -- report -------------------------------------------------------------------------------------
@@ -481,24 +489,27 @@ def routes_table(results: list[Result]) -> list[str]:
     return lines
 
 
-def speed_table(speeds: tuple[Speed, Speed], model: str, size: int) -> list[str]:
+def speed_table(runs: list[Speed], model: str, size: int) -> list[str]:
+    """The runs (packed, padded per attention) and the packed / padded ratios."""
     lines = [f"Model: {model}; pack size {size}.", ""]
-    lines += ["| layout | steps | real tokens | fill | ms / step | real tokens/s | "
-              "sum of row length² |", "|---" * 7 + "|"]  # fmt: skip
-    for s, length in zip(speeds, (size, None)):
+    lines += ["| attention | layout | steps | real tokens | fill | ms / step | real tokens/s | "
+              "sum of row length² |", "|---" * 8 + "|"]  # fmt: skip
+    for s in runs:
+        length = size if s.layout == "packed" else None
         rate = _num(s.tokens_per_s, ",.0f") or s.note
-        fill = s.real() / s.slots(length)
-        lines.append(f"| {s.layout} | {len(s.steps)} | {s.real():,} | {fill:.1%} | "
-                     f"{_num(s.ms_per_step, '.1f')} | {rate} | {s.row_pairs(length):.3g} |")  # fmt: skip
-    packed, padded = speeds
-    pairs = sum(n * n for step in packed.steps for row in step for n in row)
-    ratio = _num(packed.tokens_per_s / padded.tokens_per_s, ".2f") or "n/a"
+        lines.append(f"| {s.attention} | {s.layout} | {len(s.steps)} | {s.real():,} | "
+                     f"{s.real() / s.slots(length):.1%} | {_num(s.ms_per_step, '.1f')} | {rate} "
+                     f"| {s.row_pairs(length):.3g} |")  # fmt: skip
+    pairs = list(zip(runs[::2], runs[1::2]))  # (packed, padded) per attention
+    ratios = [f"**{_num(a.tokens_per_s / b.tokens_per_s, '.2f') or 'n/a'}x** ({a.attention})"
+              for a, b in pairs]  # fmt: skip
+    docs = sum(n * n for step in runs[0].steps for row in step for n in row)
     return lines + [
         "",
-        f"Packed / padded real tokens/s: **{ratio}x**. Sum of document length²: {pairs:.3g}, "
-        f"{pairs / packed.row_pairs(size):.1%} of the packed rows' (a kernel that skips the "
-        "blocks the document mask removes, flash varlen or flex, saves the rest; sdpa with a "
-        "dense mask computes them all).",
+        f"Packed / padded real tokens/s: {', '.join(ratios)}. Sum of document length²: "
+        f"{docs:.3g}, {docs / runs[0].row_pairs(size):.1%} of the packed rows' (a kernel that "
+        "skips the blocks the document mask removes, flash varlen or flex, saves the rest; sdpa "
+        "with a dense mask computes them all).",
     ]
 
 

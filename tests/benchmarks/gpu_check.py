@@ -303,6 +303,7 @@ def packed_vs_alone(model, impl: str, batch, docs, dtype) -> tuple[float, float,
 
 def check_route(route: Route, dtype: torch.dtype, shapes: Shapes) -> Result:
     """One cell: PASS (within the bound, and a leak would exceed it), FAIL, or why not."""
+    kernel = ""
     try:
         cls = getattr(transformers, CLASSES[route.model])
         context, kernel = kernel_route(route, dtype, cls, shapes.device == "cpu")

@@ -233,3 +233,20 @@ def test_gpu_check_writes_results_and_status(gpu_check, tmp_path: Path, monkeypa
     assert "No GPU figure exists yet" not in text and "measured by the script on a GPU" in text
     assert text.endswith("## Results\n\n- device: H100\n\n| route |\n")
     assert head in text and "No GPU run yet" not in text
+
+
+def test_gpu_check_fails_a_route_that_leaks(gpu_check, monkeypatch) -> None:
+    """The route check has teeth: kwargs without the document mask and reset positions FAIL."""
+    import torch
+
+    from energon_pack.samples import PackedTextBatch
+
+    build = PackedTextBatch.hf_kwargs
+    monkeypatch.setattr(
+        PackedTextBatch,
+        "hf_kwargs",
+        lambda self, *a, **kw: {"input_ids": build(self, *a, **kw)["input_ids"]},
+    )
+    sdpa = next(r for r in gpu_check.ROUTES if r.kernel == "sdpa")
+    result = gpu_check.check_route(sdpa, torch.float32, gpu_check.CPU)
+    assert result.verdict == "FAIL" and result.diff == result.leak > result.bound

@@ -90,13 +90,16 @@ def _refuse_other_families(batch: PackedCaptioningBatch) -> None:
         )
 
 
-def _span_mask(spans: torch.Tensor, size: int) -> torch.Tensor:
-    """(size,) bool, True inside the ``[start, end)`` spans."""
-    edges = torch.zeros(size + 1, dtype=torch.int64)
-    spans = spans.view(-1, 2).to(torch.int64)
-    edges.index_add_(0, spans[:, 0], torch.ones(len(spans), dtype=torch.int64))
-    edges.index_add_(0, spans[:, 1], -torch.ones(len(spans), dtype=torch.int64))
-    return edges.cumsum(0)[:size] > 0
+def _placeholder_mask(tokens: torch.Tensor, spans: torch.Tensor) -> torch.Tensor:
+    """(T,) bool, True on the placeholders of the ``[start, end)`` spans of the flat ``tokens``.
+
+    A span runs from an item's first placeholder to its last and may hold text between them: a
+    Qwen3-VL video's ``<t seconds> <|vision_start|>`` between its frame groups. Only the tokens
+    equal to the span's first one (its placeholder) are marked."""
+    mask = torch.zeros(tokens.numel(), dtype=torch.bool)
+    for start, end in spans.view(-1, 2).tolist():
+        mask[start:end] = tokens[start:end] == tokens[start]
+    return mask
 
 
 def vision_cost(batch: PackedCaptioningBatch) -> VisionCost:
@@ -129,15 +132,15 @@ def megatron_vlm_batch(
     """:func:`~energon_pack.samples.megatron_batch` of a Qwen-VL batch (its arguments)."""
     _refuse_other_families(batch)
     text = text_batch(batch, cp_size, cp_rank, max_documents, device)
-    size = batch.tokens.numel()
+    size, flat = batch.tokens.numel(), batch.tokens.reshape(-1)
     assert batch.mrope_position_ids is not None
     rows = {
         "position_ids": batch.mrope_position_ids.reshape(3, size),
-        "image_token_mask": _span_mask(batch.image_spans, size).view(1, size),
+        "image_token_mask": _placeholder_mask(flat, batch.image_spans).view(1, size),
     }
     videos = isinstance(batch, PackedMultimodalBatch) and len(batch.video_grid_thw) > 0
     if videos:
-        rows["video_token_mask"] = _span_mask(batch.video_spans, size).view(1, size)
+        rows["video_token_mask"] = _placeholder_mask(flat, batch.video_spans).view(1, size)
     if cp_size > 1:
         index = cp_partition_indices(batch.cu_seqlens_padded, cp_size, cp_rank)
         rows = {name: t[:, index] for name, t in rows.items()}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 from vlm_helpers import chat_sample, png
-from vlm_models import INTERNVL_TOKENS, TOKENS_PER_SECOND, internvl_processor
+from vlm_models import FAMILIES, INTERNVL_TOKENS, TOKENS_PER_SECOND, internvl_processor, tiny_vlm
 
 from energon_pack.attention import cp_partition_indices, mrope_position_ids
 from energon_pack.samples import (
@@ -31,17 +31,17 @@ PATCH = 14
 SIZE = 2 * PATCH
 
 
-def _samples() -> list[Any]:
-    frames = [png(SIZE, SIZE, seed=50 + i) for i in range(3)]
+def _samples(size: int = SIZE) -> list[Any]:
+    frames = [png(size, size, seed=50 + i) for i in range(3)]
     video = chat_sample("video", ["<video> is it", "a batch"], videos=[frames])
     video.video_fps = [1.0]
     return [
         chat_sample("text", ["is it a token", "it is"]),
-        chat_sample("one", ["<image> is it", "a seed"], images=[png(SIZE, 2 * SIZE, 1)]),
+        chat_sample("one", ["<image> is it", "a seed"], images=[png(size, 2 * size, 1)]),
         chat_sample(
             "three",
             ["<image> <image> which", "the one", "<image> and this", "a random seed"],
-            images=[png(SIZE, SIZE, 2), png(2 * SIZE, SIZE, 3), png(SIZE, 3 * SIZE, 4)],
+            images=[png(size, size, 2), png(2 * size, size, 3), png(size, 3 * size, 4)],
         ),
         video,
     ]
@@ -192,3 +192,50 @@ def test_qwen_batch_without_mrope_is_refused(vlm_tokenizer_dir) -> None:
     batch = collate_packs([pack_documents(docs, **enc.pack_options())])
     with pytest.raises(ValueError, match="mrope=True"):
         megatron_batch(batch)
+
+
+def test_qwen3_vl_thd_batch_equals_each_document_alone(vlm_tokenizer_dir, vlm_tokenizer) -> None:
+    """Qwen3-VL (patch 16, per-frame ``<t seconds>`` timestamps between a video's frame groups):
+    each document's THD mRoPE rows equal the tiny Qwen3-VL model's own ``get_rope_index`` of the
+    document alone, and the video mask holds only the video placeholders (not the timestamp
+    text and vision start/end tokens between a video's groups)."""
+    size = 2 * FAMILIES["qwen3_vl"]
+    processor = make_image_processor(
+        patch_size=FAMILIES["qwen3_vl"], min_pixels=size * size, max_pixels=9 * size * size
+    )
+    enc = ConversationPackingTaskEncoder(
+        vlm_tokenizer_dir, processor, pack_size=512, mrope=True, video_timestamps=True
+    )
+    mixed = chat_sample(
+        "mixed",
+        ["<image> and <video>", "the seed", "and then", "a token"],
+        images=[png(size, 2 * size, 6)],
+        videos=[[png(size, size, seed=70 + i) for i in range(5)]],
+        video_fps=[2.0],
+    )
+    docs = [enc.materialize(d) for s in [*_samples(size), mixed] for d in enc.encode_sample(s)]
+    packs = [
+        pack_documents(docs[:3], **enc.pack_options()),
+        pack_documents(docs[3:], **enc.pack_options()),
+    ]
+    batch = collate_packs(packs, pad_to=max(p.length for p in packs) + 3)
+    mb = megatron_batch(batch)
+    names = ("image", "video", "vision_start", "vision_end")
+    tokens = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
+    ids = {n: vlm_tokenizer.convert_tokens_to_ids(t) for n, t in zip(names, tokens)}
+    model = tiny_vlm("qwen3_vl", len(vlm_tokenizer), ids).model
+    assert torch.equal(mb.image_token_mask, mb.tokens == ids["image"])
+    assert torch.equal(mb.video_token_mask, mb.tokens == ids["video"])
+    cu = mb.packed_seq_params.cu_seqlens_q_padded.tolist()
+    for doc, start in zip(docs, cu):
+        n, input_ids = doc.length, doc.tokens.view(1, -1)
+        types = (input_ids == ids["image"]).int() + 2 * (input_ids == ids["video"]).int()
+        grids = {"image_grid_thw": doc.image_grid_thw, "video_grid_thw": doc.video_grid_thw}
+        grids = {k: v for k, v in grids.items() if len(v)}
+        theirs, _ = model.get_rope_index(input_ids, types, **grids)
+        assert torch.equal(mb.position_ids[:, 0, start : start + n], theirs[:, 0]), doc.__key__
+        assert torch.equal(mb.tokens[0, start : start + n], doc.tokens)
+    videos = [d for d in docs if len(d.video_grid_thw)]
+    assert torch.equal(mb.video_grid_thw, torch.cat([d.video_grid_thw for d in videos]))
+    assert torch.equal(mb.pixel_values_videos, torch.cat([d.pixel_values_videos for d in videos]))
+    assert mb.pixel_values_videos.shape[0] == int(mb.video_grid_thw.prod(-1).sum())

@@ -8,7 +8,9 @@ layout yet and are refused by name. See docs/howto/trainers.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
 
@@ -16,7 +18,13 @@ from energon_pack.attention import cp_partition_indices
 from energon_pack.samples._batch import PackedCaptioningBatch, PackedMultimodalBatch
 from energon_pack.samples._megatron import MegatronBatch, text_batch
 
-__all__ = ["MegatronVLMBatch", "VisionCost", "attention_flops", "megatron_vlm_batch"]
+__all__ = [
+    "MegatronVLMBatch",
+    "VisionCost",
+    "attention_flops",
+    "bridge_vlm_batch",
+    "megatron_vlm_batch",
+]
 
 
 def attention_flops(pairs: int, hidden_size: int, num_layers: int) -> int:
@@ -157,3 +165,58 @@ def megatron_vlm_batch(
         out = {name: t.to(device, non_blocking=True) for name, t in out.items()}
     inherited = {f.name: getattr(text, f.name) for f in fields(MegatronBatch)}
     return MegatronVLMBatch(**(inherited | out), vision_cost=vision_cost(batch))
+
+
+#: The media fields of Megatron-Bridge's ``GenericVisualInputs`` that a Qwen-VL batch fills.
+_VISUAL_FIELDS = (
+    "pixel_values",
+    "image_grid_thw",
+    "pixel_values_videos",
+    "video_grid_thw",
+    "second_per_grid_ts",
+)
+#: The ``PackedSeqParams`` fields Megatron-Bridge's VLM ``get_batch`` reads as batch keys.
+_PACKED_FIELDS = (
+    "cu_seqlens_q",
+    "cu_seqlens_kv",
+    "cu_seqlens_q_padded",
+    "cu_seqlens_kv_padded",
+    "max_seqlen_q",
+    "max_seqlen_kv",
+)
+
+
+def bridge_vlm_batch(
+    mb: MegatronVLMBatch, visual_inputs: Callable[..., Any] = dict
+) -> dict[str, Any]:
+    """``mb`` as the dict Megatron-Bridge's VLM step takes from its data iterator.
+
+    Read in megatron-bridge 0.6.2 (``training/vlm_step.py`` ``get_batch_from_iterator``; Qwen-VL
+    models in ``models/qwen_vl/``): ``tokens``, ``labels``, ``loss_mask``, ``position_ids``,
+    ``attention_mask`` (None: THD), the ``PackedSeqParams`` fields as keys (``cu_seqlens_q/kv``,
+    ``cu_seqlens_q/kv_padded``, ``max_seqlen_q/kv``, rebuilt by its ``get_packed_seq_params``)
+    and ``visual_inputs``: ``visual_inputs(pixel_values=..., image_grid_thw=..., ...)`` with the
+    batch's media (pass Bridge's ``GenericVisualInputs``: its step moves the fields of that
+    object to the GPU). Bridge's Qwen-VL models split the sequence for context parallelism
+    themselves and recompute the mRoPE rows per document from ``tokens`` and the grids, so
+    ``mb`` must be the whole batch (``cp_size=1``); a CP share is refused.
+    """
+    params = mb.packed_seq_params
+    params = params if isinstance(params, dict) else {f: getattr(params, f) for f in _PACKED_FIELDS}
+    total = int(params["cu_seqlens_q_padded"][-1])
+    if mb.tokens.shape[1] != total:
+        raise ValueError(
+            f"bridge_vlm_batch(): this micro-batch holds {mb.tokens.shape[1]} of the batch's "
+            f"{total} tokens (a context-parallel share); Megatron-Bridge's VLM models split the "
+            "sequence themselves: build it with megatron_batch(batch) (cp_size=1)"
+        )
+    media = {name: getattr(mb, name) for name in _VISUAL_FIELDS}
+    return {
+        "tokens": mb.tokens,
+        "labels": mb.labels,
+        "loss_mask": mb.loss_mask,
+        "position_ids": mb.position_ids,
+        "attention_mask": None,
+        **{name: params[name] for name in _PACKED_FIELDS},
+        "visual_inputs": visual_inputs(**{k: v for k, v in media.items() if v is not None}),
+    }

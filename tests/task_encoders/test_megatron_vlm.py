@@ -20,6 +20,7 @@ from energon_pack.attention import cp_partition_indices, mrope_position_ids
 from energon_pack.samples import (
     MegatronVLMBatch,
     attention_flops,
+    bridge_vlm_batch,
     collate_packs,
     megatron_batch,
     pack_documents,
@@ -239,3 +240,86 @@ def test_qwen3_vl_thd_batch_equals_each_document_alone(vlm_tokenizer_dir, vlm_to
     assert torch.equal(mb.video_grid_thw, torch.cat([d.video_grid_thw for d in videos]))
     assert torch.equal(mb.pixel_values_videos, torch.cat([d.pixel_values_videos for d in videos]))
     assert mb.pixel_values_videos.shape[0] == int(mb.video_grid_thw.prod(-1).sum())
+
+
+def _bridge_packed_seq_utils() -> Any:
+    """Megatron-Bridge's ``training/utils/packed_seq_utils.py``, loaded by path (its package
+    ``__init__`` imports the whole trainer; the module itself needs only megatron-core 0.18+).
+    Bridge requires Python 3.12 and transformers <= 5.12.1, so it is not installed here: CI puts
+    its wheel (0.6.2) beside megatron-core 0.19.2 in the newest-megatron-core tier."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("megatron.bridge")
+    except ImportError:
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("megatron-bridge is not on the path (CI's newest-megatron-core tier has it)")
+    path = Path(spec.submodule_search_locations[0]) / "training/utils/packed_seq_utils.py"
+    module_spec = importlib.util.spec_from_file_location("_bridge_packed_seq_utils", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def test_bridge_vlm_batch_is_what_bridges_vlm_step_reads(vlm_tokenizer_dir) -> None:
+    """The names Megatron-Bridge 0.6.2's ``vlm_step.get_batch_from_iterator`` reads (the
+    ``PackedSeqParams`` fields as keys, the media in ``visual_inputs``); a CP share is refused
+    (Bridge's Qwen-VL models split the sequence themselves)."""
+    _, _, batch = _build("qwen2_5_vl", vlm_tokenizer_dir, alignment=4)
+    mb = megatron_batch(batch)
+    out = bridge_vlm_batch(mb)
+    assert out["tokens"] is mb.tokens and out["position_ids"] is mb.position_ids
+    assert out["attention_mask"] is None
+    for name in ("cu_seqlens_q", "cu_seqlens_kv_padded", "max_seqlen_q"):
+        assert out[name] is getattr(mb.packed_seq_params, name)
+    assert set(out["visual_inputs"]) == {
+        "pixel_values",
+        "image_grid_thw",
+        "pixel_values_videos",
+        "video_grid_thw",
+        "second_per_grid_ts",
+    }
+    assert out["visual_inputs"]["image_grid_thw"] is mb.image_grid_thw
+    with pytest.raises(ValueError, match="context-parallel share.*cp_size=1"):
+        bridge_vlm_batch(megatron_batch(batch, cp_size=2, cp_rank=0))
+
+
+def test_bridges_own_packed_seq_functions_take_the_batch(vlm_tokenizer_dir, vlm_tokenizer) -> None:
+    """Megatron-Bridge's own functions (0.6.2, ``packed_seq_utils.py``) on the dict:
+    ``get_packed_seq_params`` rebuilds the same ``PackedSeqParams``; its Qwen2.5-VL model's
+    mRoPE path (``unpack_mcore_thd_tensor_for_position_ids`` -> transformers' ``get_rope_index``
+    per document -> ``repack_mcore_thd_position_ids``) gives our rows on every real token."""
+    bridge = _bridge_packed_seq_utils()
+    _, docs, batch = _build("qwen2_5_vl", vlm_tokenizer_dir, alignment=4)
+    mb = megatron_batch(batch)
+    out = bridge_vlm_batch(mb)
+    params = bridge.get_packed_seq_params(out)
+    for name in ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded", "cu_seqlens_kv_padded"):
+        assert torch.equal(getattr(params, name), getattr(mb.packed_seq_params, name)), name
+    assert params.max_seqlen_q == mb.packed_seq_params.max_seqlen_q
+    rows, mask, starts, lengths = bridge.unpack_mcore_thd_tensor_for_position_ids(
+        out["tokens"], params
+    )
+    assert lengths == [d.length for d in docs]
+    names = ("image", "video", "vision_start", "vision_end")
+    tokens = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
+    ids = {n: vlm_tokenizer.convert_tokens_to_ids(t) for n, t in zip(names, tokens)}
+    model = tiny_vlm("qwen2_5_vl", len(vlm_tokenizer), ids).model
+    types = (rows == ids["image"]).int() + 2 * (rows == ids["video"]).int()
+    visual = out["visual_inputs"]
+    positions, _ = model.get_rope_index(
+        rows,
+        types,
+        visual["image_grid_thw"],
+        visual["video_grid_thw"],
+        second_per_grid_ts=visual["second_per_grid_ts"],
+        attention_mask=mask.long(),
+    )
+    theirs = bridge.repack_mcore_thd_position_ids(
+        positions, padded_starts=starts, lengths=lengths, total_length=mb.tokens.shape[1]
+    )
+    real = torch.zeros(mb.tokens.shape[1], dtype=torch.bool)
+    for start, n in zip(starts, lengths):
+        real[start : start + n] = True
+    assert torch.equal(theirs[:, 0, real], mb.position_ids[:, 0, real])

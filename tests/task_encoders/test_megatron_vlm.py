@@ -242,12 +242,13 @@ def test_qwen3_vl_thd_batch_equals_each_document_alone(vlm_tokenizer_dir, vlm_to
     assert mb.pixel_values_videos.shape[0] == int(mb.video_grid_thw.prod(-1).sum())
 
 
-def _bridge_packed_seq_utils() -> Any:
-    """Megatron-Bridge's ``training/utils/packed_seq_utils.py``, loaded by path (its package
-    ``__init__`` imports the whole trainer; the module itself needs only megatron-core 0.18+).
+def _bridge_module(name: str) -> Any:
+    """Megatron-Bridge's ``training/utils/<name>.py``, loaded by path (its package ``__init__``
+    imports the whole trainer; these modules need only torch and megatron-core 0.18+).
     Bridge requires Python 3.12 and transformers <= 5.12.1, so it is not installed here: CI puts
     its wheel (0.6.2) beside megatron-core 0.19.2 in the newest-megatron-core tier."""
     import importlib.util
+    import sys
 
     try:
         spec = importlib.util.find_spec("megatron.bridge")
@@ -255,9 +256,10 @@ def _bridge_packed_seq_utils() -> Any:
         spec = None
     if spec is None or not spec.submodule_search_locations:
         pytest.skip("megatron-bridge is not on the path (CI's newest-megatron-core tier has it)")
-    path = Path(spec.submodule_search_locations[0]) / "training/utils/packed_seq_utils.py"
-    module_spec = importlib.util.spec_from_file_location("_bridge_packed_seq_utils", path)
+    path = Path(spec.submodule_search_locations[0]) / f"training/utils/{name}.py"
+    module_spec = importlib.util.spec_from_file_location(f"_bridge_{name}", path)
     module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # its dataclasses look their module up
     module_spec.loader.exec_module(module)
     return module
 
@@ -286,14 +288,18 @@ def test_bridge_vlm_batch_is_what_bridges_vlm_step_reads(vlm_tokenizer_dir) -> N
 
 
 def test_bridges_own_packed_seq_functions_take_the_batch(vlm_tokenizer_dir, vlm_tokenizer) -> None:
-    """Megatron-Bridge's own functions (0.6.2, ``packed_seq_utils.py``) on the dict:
-    ``get_packed_seq_params`` rebuilds the same ``PackedSeqParams``; its Qwen2.5-VL model's
+    """Megatron-Bridge's own code (0.6.2, ``packed_seq_utils.py``, ``visual_inputs.py``) on the
+    dict: ``GenericVisualInputs`` carries the media unchanged to the model, ``get_packed_seq_params`` rebuilds the same ``PackedSeqParams``; its Qwen2.5-VL model's
     mRoPE path (``unpack_mcore_thd_tensor_for_position_ids`` -> transformers' ``get_rope_index``
     per document -> ``repack_mcore_thd_position_ids``) gives our rows on every real token."""
-    bridge = _bridge_packed_seq_utils()
+    bridge = _bridge_module("packed_seq_utils")
+    generic = _bridge_module("visual_inputs").GenericVisualInputs
     _, docs, batch = _build("qwen2_5_vl", vlm_tokenizer_dir, alignment=4)
     mb = megatron_batch(batch)
     out = bridge_vlm_batch(mb)
+    media = bridge_vlm_batch(mb, generic)["visual_inputs"].normalized_for_model()
+    assert media.keys() == out["visual_inputs"].keys()
+    assert all(media[k] is v for k, v in out["visual_inputs"].items())  # passed through as is
     params = bridge.get_packed_seq_params(out)
     for name in ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded", "cu_seqlens_kv_padded"):
         assert torch.equal(getattr(params, name), getattr(mb.packed_seq_params, name)), name
@@ -323,3 +329,58 @@ def test_bridges_own_packed_seq_functions_take_the_batch(vlm_tokenizer_dir, vlm_
     for start, n in zip(starts, lengths):
         real[start : start + n] = True
     assert torch.equal(theirs[:, 0, real], mb.position_ids[:, 0, real])
+
+
+def _recipe_blocks() -> dict[str, str]:
+    """docs/howto/trainers.md's Megatron blocks, by the function each defines."""
+    import re
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "howto" / "trainers.md"
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
+    names = ("def loss_func", "def vlm_forward_step", "def bridge_batches")
+    return {name: next(b for b in blocks if name in b) for name in names}
+
+
+@pytest.mark.parametrize("cp_size", [1, 2])
+def test_docs_megatron_vlm_recipe_runs(vlm_tokenizer_dir, cp_size: int) -> None:
+    """The trainers page's Megatron-LM VLM recipe (with its text recipe's ``loss_func``) runs
+    on a real packed Qwen2.5-VL batch; only the CP calls and the device are swapped for CPU
+    values. The model it calls gets this rank's micro-batch, and the loss it returns sums the
+    rank's targets; the Bridge block yields ``bridge_vlm_batch`` of each batch."""
+    blocks = _recipe_blocks()
+    code = blocks["def loss_func"] + blocks["def vlm_forward_step"]
+    swaps = {
+        "parallel_state.get_context_parallel_world_size()": "CP_SIZE",
+        "parallel_state.get_context_parallel_rank()": "CP_RANK",
+        "torch.cuda.current_device()": '"cpu"',
+    }
+    for old, new in swaps.items():
+        assert old in code, old
+        code = code.replace(old, new)
+    _, _, batch = _build("qwen2_5_vl", vlm_tokenizer_dir, alignment=2 * cp_size)
+    seen: dict[str, Any] = {}
+
+    def model(**kwargs: Any) -> torch.Tensor:
+        """Per-token losses of ones: the loss function then counts the rank's targets."""
+        seen.update(kwargs)
+        return torch.ones(kwargs["input_ids"].shape)
+
+    total = 0
+    for rank in range(cp_size):
+        scope: dict[str, Any] = {"CP_SIZE": cp_size, "CP_RANK": rank}
+        exec(compile(code, "trainers.md", "exec"), scope)
+        output, loss_fn = scope["vlm_forward_step"](iter([batch]), model)
+        mb = megatron_batch(batch, cp_size=cp_size, cp_rank=rank)
+        assert torch.equal(seen["input_ids"], mb.tokens)
+        assert torch.equal(seen["position_ids"], mb.position_ids)
+        assert seen["position_ids"].shape == (3, 1, batch.tokens.numel() // cp_size)
+        assert torch.equal(seen["pixel_values_videos"], mb.pixel_values_videos)
+        loss, count, _ = loss_fn(output)
+        assert float(loss) == int(count) == mb.num_tokens
+        total += mb.num_tokens
+    assert total == batch.num_target_tokens
+    scope = {}
+    exec(compile(blocks["def bridge_batches"], "trainers.md", "exec"), scope)
+    (out,) = scope["bridge_batches"]([batch], dict)
+    assert out.keys() == bridge_vlm_batch(megatron_batch(batch)).keys()
+    assert torch.equal(out["position_ids"], megatron_batch(batch).position_ids)

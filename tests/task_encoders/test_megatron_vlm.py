@@ -29,6 +29,8 @@ from energon_pack.task_encoders import ConversationPackingTaskEncoder
 from energon_pack_tools import make_image_processor
 
 PATCH = 14
+#: Bridge's get_rope_index order: image, video, vision start token.
+VLM_TOKEN_NAMES = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>")
 SIZE = 2 * PATCH
 
 
@@ -195,17 +197,15 @@ def test_qwen_batch_without_mrope_is_refused(vlm_tokenizer_dir) -> None:
         megatron_batch(batch)
 
 
-def test_qwen3_vl_thd_batch_equals_each_document_alone(vlm_tokenizer_dir, vlm_tokenizer) -> None:
-    """Qwen3-VL (patch 16, per-frame ``<t seconds>`` timestamps between a video's frame groups):
-    each document's THD mRoPE rows equal the tiny Qwen3-VL model's own ``get_rope_index`` of the
-    document alone, and the video mask holds only the video placeholders (not the timestamp
-    text and vision start/end tokens between a video's groups)."""
+def _qwen3_batch(tokenizer_dir: Path) -> tuple[list[Any], Any]:
+    """Qwen3-VL documents (text; 1 and 3 images; a 3-frame video; an image and a 5-frame video
+    at 2 fps) and their batch of two packs."""
     size = 2 * FAMILIES["qwen3_vl"]
     processor = make_image_processor(
         patch_size=FAMILIES["qwen3_vl"], min_pixels=size * size, max_pixels=9 * size * size
     )
     enc = ConversationPackingTaskEncoder(
-        vlm_tokenizer_dir, processor, pack_size=512, mrope=True, video_timestamps=True
+        tokenizer_dir, processor, pack_size=512, mrope=True, video_timestamps=True
     )
     mixed = chat_sample(
         "mixed",
@@ -220,6 +220,15 @@ def test_qwen3_vl_thd_batch_equals_each_document_alone(vlm_tokenizer_dir, vlm_to
         pack_documents(docs[3:], **enc.pack_options()),
     ]
     batch = collate_packs(packs, pad_to=max(p.length for p in packs) + 3)
+    return docs, batch
+
+
+def test_qwen3_vl_thd_batch_equals_each_document_alone(vlm_tokenizer_dir, vlm_tokenizer) -> None:
+    """Qwen3-VL (patch 16, per-frame ``<t seconds>`` timestamps between a video's frame groups):
+    each document's THD mRoPE rows equal the tiny Qwen3-VL model's own ``get_rope_index`` of the
+    document alone, and the video mask holds only the video placeholders (not the timestamp
+    text and vision start/end tokens between a video's groups)."""
+    docs, batch = _qwen3_batch(vlm_tokenizer_dir)
     mb = megatron_batch(batch)
     names = ("image", "video", "vision_start", "vision_end")
     tokens = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
@@ -242,13 +251,12 @@ def test_qwen3_vl_thd_batch_equals_each_document_alone(vlm_tokenizer_dir, vlm_to
     assert mb.pixel_values_videos.shape[0] == int(mb.video_grid_thw.prod(-1).sum())
 
 
-def _bridge_module(name: str) -> Any:
-    """Megatron-Bridge's ``training/utils/<name>.py``, loaded by path (its package ``__init__``
-    imports the whole trainer; these modules need only torch and megatron-core 0.18+).
-    Bridge requires Python 3.12 and transformers <= 5.12.1, so it is not installed here: CI puts
-    its wheel (0.6.2) beside megatron-core 0.19.2 in the newest-megatron-core tier."""
+def _bridge_root() -> Path:
+    """Where Megatron-Bridge's ``megatron/bridge`` sources are. Bridge requires Python 3.12 and
+    transformers <= 5.12.1 (its package ``__init__`` fails on this transformers), so it is not
+    installed here: CI puts its wheel (0.6.2) beside megatron-core 0.19.2 in the
+    newest-megatron-core tier, and the tests load single modules of it by path."""
     import importlib.util
-    import sys
 
     try:
         spec = importlib.util.find_spec("megatron.bridge")
@@ -256,7 +264,16 @@ def _bridge_module(name: str) -> Any:
         spec = None
     if spec is None or not spec.submodule_search_locations:
         pytest.skip("megatron-bridge is not on the path (CI's newest-megatron-core tier has it)")
-    path = Path(spec.submodule_search_locations[0]) / f"training/utils/{name}.py"
+    return Path(spec.submodule_search_locations[0])
+
+
+def _bridge_module(name: str) -> Any:
+    """Megatron-Bridge's ``training/utils/<name>.py``, loaded by path (these modules need only
+    torch and megatron-core 0.18+)."""
+    import importlib.util
+    import sys
+
+    path = _bridge_root() / f"training/utils/{name}.py"
     module_spec = importlib.util.spec_from_file_location(f"_bridge_{name}", path)
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_spec.name] = module  # its dataclasses look their module up
@@ -384,3 +401,50 @@ def test_docs_megatron_vlm_recipe_runs(vlm_tokenizer_dir, cp_size: int) -> None:
     (out,) = scope["bridge_batches"]([batch], dict)
     assert out.keys() == bridge_vlm_batch(megatron_batch(batch)).keys()
     assert torch.equal(out["position_ids"], megatron_batch(batch).position_ids)
+
+
+def _bridge_qwen3_vl_rope_index() -> Any:
+    """Megatron-Bridge 0.6.2's Qwen3-VL ``get_rope_index`` (``models/qwen_vl/modelling_qwen3_vl/
+    rope.py``) and the two functions it calls, compiled from that file's source: the module
+    itself imports Bridge's package (its trainer), which needs Python 3.12."""
+    import ast
+
+    utils = _bridge_module("packed_seq_utils")  # skips without Bridge
+    path = _bridge_root() / "models/qwen_vl/modelling_qwen3_vl/rope.py"
+    wanted = {"_get_flat_packed_ranges", "_build_llm_rope_positions", "get_rope_index"}
+    tree = ast.parse(path.read_text())
+    tree.body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in wanted]
+    from typing import Optional
+
+    from megatron.core.packed_seq_params import PackedSeqParams
+
+    scope = {
+        "torch": torch,
+        "Optional": Optional,
+        "PackedSeqParams": PackedSeqParams,
+        "get_packed_seq_q_cu_seqlens": utils.get_packed_seq_q_cu_seqlens,
+    }
+    exec(compile(tree, str(path), "exec"), scope)
+    return scope["get_rope_index"]
+
+
+def test_bridges_qwen3_vl_rope_index_gives_our_rows(vlm_tokenizer_dir, vlm_tokenizer) -> None:
+    """Bridge's Qwen3-VL model uses (3, 1, T) ``position_ids`` as given, else computes them
+    with its THD ``get_rope_index`` (per document, by ``packed_seq_params``): on a real
+    Qwen3-VL batch the two agree on every real token."""
+    get_rope_index = _bridge_qwen3_vl_rope_index()
+    docs, batch = _qwen3_batch(vlm_tokenizer_dir)
+    mb = megatron_batch(batch)
+    ids = [vlm_tokenizer.convert_tokens_to_ids(t) for t in VLM_TOKEN_NAMES]
+    theirs, _ = get_rope_index(
+        2,
+        *ids,
+        mb.tokens,
+        image_grid_thw=mb.image_grid_thw,
+        video_grid_thw=mb.video_grid_thw.clone(),
+        packed_seq_params=mb.packed_seq_params,
+    )
+    real = torch.zeros(mb.tokens.shape[1], dtype=torch.bool)
+    for start, doc in zip(mb.packed_seq_params.cu_seqlens_q_padded.tolist(), docs):
+        real[start : start + doc.length] = True
+    assert torch.equal(theirs[:, 0, real], mb.position_ids[:, 0, real])

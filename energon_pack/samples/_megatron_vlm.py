@@ -104,7 +104,7 @@ def _placeholder_mask(tokens: torch.Tensor, spans: torch.Tensor) -> torch.Tensor
     A span runs from an item's first placeholder to its last and may hold text between them: a
     Qwen3-VL video's ``<t seconds> <|vision_start|>`` between its frame groups. Only the tokens
     equal to the span's first one (its placeholder) are marked."""
-    mask = torch.zeros(tokens.numel(), dtype=torch.bool)
+    mask = torch.zeros(tokens.numel(), dtype=torch.bool, device=tokens.device)
     for start, end in spans.view(-1, 2).tolist():
         mask[start:end] = tokens[start:end] == tokens[start]
     return mask
@@ -199,7 +199,8 @@ def bridge_vlm_batch(
     batch's media (pass Bridge's ``GenericVisualInputs``: its step moves the fields of that
     object to the GPU). Bridge's Qwen-VL models split the sequence for context parallelism
     themselves and recompute the mRoPE rows per document from ``tokens`` and the grids, so
-    ``mb`` must be the whole batch (``cp_size=1``); a CP share is refused.
+    ``mb`` must be the whole batch (``cp_size=1``); a CP share is refused. Build it on the host
+    (no ``device``): Bridge's step moves the tensors to the GPU itself.
     """
     params = mb.packed_seq_params
     params = params if isinstance(params, dict) else {f: getattr(params, f) for f in _PACKED_FIELDS}

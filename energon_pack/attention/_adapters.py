@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 from typing import Any
 
 import torch
@@ -65,6 +66,12 @@ def packed_seq_params(meta: DocumentMetadata, *, max_documents: int | None = Non
     slot. ``max_documents=N`` gives static shapes for CUDA graphs: every ``cu_seqlens_*`` has
     ``N + 1`` entries (the last offset repeated: empty documents) and ``max_seqlen_*`` is the
     row length ``L``.
+
+    Where the installed ``PackedSeqParams`` has ``seq_idx`` (megatron-core 0.19), it is set:
+    ``(1, B * L)`` int32, the slot of each token (``[0, 0, 0, 1, 1, 2, 2, 2]`` for slots 3, 2,
+    3), with ``total_tokens = B * L``. Its Mamba layers read ``seq_idx`` and nothing else to
+    keep documents apart, and megatron-core computes it only when ``total_tokens`` is passed;
+    here it is the metadata's own (no device work), equal to what ``__post_init__`` computes.
     """
     cu, cu_padded, longest = meta.cu_seqlens, meta.cu_seqlens_padded, meta.max_seqlen_padded
     if max_documents is not None:
@@ -88,16 +95,34 @@ def packed_seq_params(meta: DocumentMetadata, *, max_documents: int | None = Non
         "max_seqlen_kv": longest,
     }
     cls = _packed_seq_params_class()
-    return fields if cls is None else cls(**fields)
+    if cls is None:
+        return fields
+    params = cls(**fields)
+    if hasattr(params, "seq_idx"):  # set after __post_init__, which would recompute it
+        params.seq_idx = meta.seq_idx.reshape(1, -1)
+        params.total_tokens = meta.seq_idx.numel()
+    return params
 
 
 @functools.cache
 def _packed_seq_params_class() -> Any:
-    """Megatron-Core's ``PackedSeqParams`` or None; looked up once (not at every step)."""
+    """Megatron-Core's ``PackedSeqParams``, or None where megatron-core is not installed;
+    looked up once (not at every step). An installed megatron-core that fails to import is
+    an error, not a dict: its model would not take one."""
     try:
         return importlib.import_module("megatron.core.packed_seq_params").PackedSeqParams
-    except ImportError:
-        return None
+    except ImportError as error:
+        try:
+            installed = importlib.util.find_spec("megatron.core") is not None
+        except ImportError:
+            installed = False
+        if not installed:
+            return None
+        raise ImportError(
+            f"megatron-core is installed but megatron.core.packed_seq_params does not import "
+            f"({error}); install what it names (megatron-core 0.17 and later import triton) "
+            "or uninstall megatron-core to get PackedSeqParams' fields as a dict"
+        ) from error
 
 
 def block_mask(meta: DocumentMetadata, *, block_size: int = DEFAULT_BLOCK_SIZE) -> BlockMask:

@@ -20,7 +20,12 @@ from energon_pack.samples._encoded import (
 )
 from energon_pack.samples._light import LightCaptioningDocument, LightMultimodalDocument
 from energon_pack.samples._megatron import MegatronBatch, megatron_batch
-from energon_pack.samples._megatron_vlm import MegatronVLMBatch, VisionCost, attention_flops
+from energon_pack.samples._megatron_vlm import (
+    MegatronVLMBatch,
+    VisionCost,
+    attention_flops,
+    bridge_vlm_batch,
+)
 from energon_pack.samples._packed import PackedCaptioningSample, PackedTextSample, pack_documents
 from energon_pack.samples._rows import RowSource, concat_rows, empty_rows
 
@@ -41,6 +46,7 @@ __all__ = [
     "collate_packs",
     "concat_rows",
     "empty_rows",
+    "bridge_vlm_batch",
     "megatron_batch",
     "MegatronVLMBatch",
     "VisionCost",

@@ -8,7 +8,9 @@ layout yet and are refused by name. See docs/howto/trainers.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
 
@@ -16,7 +18,13 @@ from energon_pack.attention import cp_partition_indices
 from energon_pack.samples._batch import PackedCaptioningBatch, PackedMultimodalBatch
 from energon_pack.samples._megatron import MegatronBatch, text_batch
 
-__all__ = ["MegatronVLMBatch", "VisionCost", "attention_flops", "megatron_vlm_batch"]
+__all__ = [
+    "MegatronVLMBatch",
+    "VisionCost",
+    "attention_flops",
+    "bridge_vlm_batch",
+    "megatron_vlm_batch",
+]
 
 
 def attention_flops(pairs: int, hidden_size: int, num_layers: int) -> int:
@@ -90,13 +98,16 @@ def _refuse_other_families(batch: PackedCaptioningBatch) -> None:
         )
 
 
-def _span_mask(spans: torch.Tensor, size: int) -> torch.Tensor:
-    """(size,) bool, True inside the ``[start, end)`` spans."""
-    edges = torch.zeros(size + 1, dtype=torch.int64)
-    spans = spans.view(-1, 2).to(torch.int64)
-    edges.index_add_(0, spans[:, 0], torch.ones(len(spans), dtype=torch.int64))
-    edges.index_add_(0, spans[:, 1], -torch.ones(len(spans), dtype=torch.int64))
-    return edges.cumsum(0)[:size] > 0
+def _placeholder_mask(tokens: torch.Tensor, spans: torch.Tensor) -> torch.Tensor:
+    """(T,) bool, True on the placeholders of the ``[start, end)`` spans of the flat ``tokens``.
+
+    A span runs from an item's first placeholder to its last and may hold text between them: a
+    Qwen3-VL video's ``<t seconds> <|vision_start|>`` between its frame groups. Only the tokens
+    equal to the span's first one (its placeholder) are marked."""
+    mask = torch.zeros(tokens.numel(), dtype=torch.bool, device=tokens.device)
+    for start, end in spans.view(-1, 2).tolist():
+        mask[start:end] = tokens[start:end] == tokens[start]
+    return mask
 
 
 def vision_cost(batch: PackedCaptioningBatch) -> VisionCost:
@@ -129,15 +140,15 @@ def megatron_vlm_batch(
     """:func:`~energon_pack.samples.megatron_batch` of a Qwen-VL batch (its arguments)."""
     _refuse_other_families(batch)
     text = text_batch(batch, cp_size, cp_rank, max_documents, device)
-    size = batch.tokens.numel()
+    size, flat = batch.tokens.numel(), batch.tokens.reshape(-1)
     assert batch.mrope_position_ids is not None
     rows = {
         "position_ids": batch.mrope_position_ids.reshape(3, size),
-        "image_token_mask": _span_mask(batch.image_spans, size).view(1, size),
+        "image_token_mask": _placeholder_mask(flat, batch.image_spans).view(1, size),
     }
     videos = isinstance(batch, PackedMultimodalBatch) and len(batch.video_grid_thw) > 0
     if videos:
-        rows["video_token_mask"] = _span_mask(batch.video_spans, size).view(1, size)
+        rows["video_token_mask"] = _placeholder_mask(flat, batch.video_spans).view(1, size)
     if cp_size > 1:
         index = cp_partition_indices(batch.cu_seqlens_padded, cp_size, cp_rank)
         rows = {name: t[:, index] for name, t in rows.items()}
@@ -154,3 +165,59 @@ def megatron_vlm_batch(
         out = {name: t.to(device, non_blocking=True) for name, t in out.items()}
     inherited = {f.name: getattr(text, f.name) for f in fields(MegatronBatch)}
     return MegatronVLMBatch(**(inherited | out), vision_cost=vision_cost(batch))
+
+
+#: The media fields of Megatron-Bridge's ``GenericVisualInputs`` that a Qwen-VL batch fills.
+_VISUAL_FIELDS = (
+    "pixel_values",
+    "image_grid_thw",
+    "pixel_values_videos",
+    "video_grid_thw",
+    "second_per_grid_ts",
+)
+#: The ``PackedSeqParams`` fields Megatron-Bridge's VLM ``get_batch`` reads as batch keys.
+_PACKED_FIELDS = (
+    "cu_seqlens_q",
+    "cu_seqlens_kv",
+    "cu_seqlens_q_padded",
+    "cu_seqlens_kv_padded",
+    "max_seqlen_q",
+    "max_seqlen_kv",
+)
+
+
+def bridge_vlm_batch(
+    mb: MegatronVLMBatch, visual_inputs: Callable[..., Any] = dict
+) -> dict[str, Any]:
+    """``mb`` as the dict Megatron-Bridge's VLM step takes from its data iterator.
+
+    Read in megatron-bridge 0.6.2 (``training/vlm_step.py`` ``get_batch_from_iterator``; Qwen-VL
+    models in ``models/qwen_vl/``): ``tokens``, ``labels``, ``loss_mask``, ``position_ids``,
+    ``attention_mask`` (None: THD), the ``PackedSeqParams`` fields as keys (``cu_seqlens_q/kv``,
+    ``cu_seqlens_q/kv_padded``, ``max_seqlen_q/kv``, rebuilt by its ``get_packed_seq_params``)
+    and ``visual_inputs``: ``visual_inputs(pixel_values=..., image_grid_thw=..., ...)`` with the
+    batch's media (pass Bridge's ``GenericVisualInputs``: its step moves the fields of that
+    object to the GPU). Bridge's Qwen-VL models split the sequence for context parallelism
+    themselves and recompute the mRoPE rows per document from ``tokens`` and the grids, so
+    ``mb`` must be the whole batch (``cp_size=1``); a CP share is refused. Build it on the host
+    (no ``device``): Bridge's step moves the tensors to the GPU itself.
+    """
+    params = mb.packed_seq_params
+    params = params if isinstance(params, dict) else {f: getattr(params, f) for f in _PACKED_FIELDS}
+    total = int(params["cu_seqlens_q_padded"][-1])
+    if mb.tokens.shape[1] != total:
+        raise ValueError(
+            f"bridge_vlm_batch(): this micro-batch holds {mb.tokens.shape[1]} of the batch's "
+            f"{total} tokens (a context-parallel share); Megatron-Bridge's VLM models split the "
+            "sequence themselves: build it with megatron_batch(batch) (cp_size=1)"
+        )
+    media = {name: getattr(mb, name) for name in _VISUAL_FIELDS}
+    return {
+        "tokens": mb.tokens,
+        "labels": mb.labels,
+        "loss_mask": mb.loss_mask,
+        "position_ids": mb.position_ids,
+        "attention_mask": None,
+        **{name: params[name] for name in _PACKED_FIELDS},
+        "visual_inputs": visual_inputs(**{k: v for k, v in media.items() if v is not None}),
+    }

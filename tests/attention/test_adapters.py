@@ -66,6 +66,35 @@ def test_metadata_package_does_not_import_megatron() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow  # a subprocess importing torch
+def test_a_megatron_core_that_does_not_import_is_named_not_turned_into_a_dict(tmp_path) -> None:
+    """megatron-core 0.17+ without triton: ``import megatron.core`` fails. The fields as a dict
+    would reach a model that wants ``PackedSeqParams``; the error names the cause instead."""
+    import os
+    import subprocess
+    import sys
+
+    broken = tmp_path / "megatron" / "core"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'triton'\")")
+    code = (
+        "import energon_pack.attention as m\n"
+        "try:\n"
+        "    m.packed_seq_params(m.document_metadata([[2]]))\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    path = os.pathsep.join([str(tmp_path), *sys.path])
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "megatron-core is installed but" in out and "No module named 'triton'" in out
+
+
 def test_dense_and_block_mask_of_the_metadata() -> None:
     meta = document_metadata([[3, 2, 1]], length=8)
     dense = dense_mask(meta)

@@ -20,6 +20,7 @@ from energon_pack.attention._implementations import implementation
 from energon_pack.attention._masks import LAYER_TYPES, LocalAttention
 
 __all__ = [
+    "TOKEN_INPUTS",
     "ModelReport",
     "PackingNotExactError",
     "config_report",
@@ -28,6 +29,9 @@ __all__ = [
     "text_config",
 ]
 
+#: Per-token model inputs a batch carries per document (``hf_kwargs`` passes them; a model
+#: whose forward reads one is refused a batch without it).
+TOKEN_INPUTS = ("moe_mm_token_type_ids",)
 #: Families whose layers are recurrent cells without attention (a better message than the
 #: experiment's "differs").
 _RECURRENT = {"rwkv", "xlstm"}
@@ -68,6 +72,9 @@ class ModelReport:
     #: one flattened ``(1, B*L)`` row with ``cu_seq_lens_q/k``, ``max_length_q/k`` and
     #: ``seq_idx`` (``_hybrid.py``).
     state_layers: tuple[str, ...] = ()
+    #: Per-token inputs the model's forward reads that each document must bring from its
+    #: processor (:data:`TOKEN_INPUTS`: Ernie-4.5-VL's ``moe_mm_token_type_ids``).
+    token_inputs: tuple[str, ...] = ()
 
     @property
     def flattened(self) -> bool:
@@ -270,7 +277,8 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
     both_ways = bidirectional == "document"
     local = {t: _local_of(config, t, pack_size, both_ways) for t in present}
     _check_flash_chunks(impl, local, pack_size)
-    accepts = "attention_mask, dict)" in _base_model_source(type(outer), "forward")
+    forward = _base_model_source(type(outer), "forward")
+    accepts = "attention_mask, dict)" in forward
     offset, padding_idx = _positions(outer, config)
     report = ModelReport(
         model_type=getattr(config, "model_type", type(config).__name__),
@@ -285,6 +293,7 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
         position_offset=offset,
         position_padding_idx=padding_idx,
         state_layers=state_layers,
+        token_inputs=tuple(name for name in TOKEN_INPUTS if name in forward),
     )
     if report.needs_mapping and not accepts and not implementation(impl).varlen:
         reach = min(

@@ -101,6 +101,9 @@ class PackedTextBatch(Batch):
     #: (B, L) int64 the packs' ``token_type_ids`` (0 on padding), or None; ``hf_kwargs`` builds
     #: the bidirectional blocks of Gemma 3 VLMs and PaliGemma from them.
     token_type_ids: torch.Tensor | None = None
+    #: (B, L) int64 the packs' ``moe_mm_token_type_ids`` (0 on padding), or None; ``hf_kwargs``
+    #: passes them to the model (Ernie-4.5-VL's experts route image tokens by them).
+    moe_mm_token_type_ids: torch.Tensor | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # explicit class: zero-argument super() fails in slots dataclasses before Python 3.14
@@ -197,9 +200,9 @@ class PackedTextBatch(Batch):
             tokens[r, : p.length] = p.tokens
             labels[r, : p.length] = p.labels
         sources = [s for p in packs for s in (p.__sources__ or ())]
-        types = token_types(
-            packs, [r * length for r in range(len(packs))], labels.numel(), "pack", "batch"
-        )
+        offsets = [r * length for r in range(len(packs))]
+        types = token_types(packs, offsets, labels.numel(), "pack", "batch")
+        moe = token_types(packs, offsets, labels.numel(), "pack", "batch", "moe_mm_token_type_ids")
         return cls(
             __key__=[p.__key__ for p in packs],
             __restore_key__=(),
@@ -215,6 +218,7 @@ class PackedTextBatch(Batch):
             sample_keys=[list(p.sample_keys) for p in packs],
             counts=PackingCounts.total(p.counts for p in packs),
             token_type_ids=None if types is None else types.view(len(packs), length),
+            moe_mm_token_type_ids=None if moe is None else moe.view(len(packs), length),
             **cls.modality_fields(packs, length),
         )
 
@@ -243,6 +247,7 @@ class PackedTextBatch(Batch):
         if options.get("config") is None:
             refuse_bidirectional(self, "hf_kwargs() without config=model")
         options.setdefault("token_type_ids", self.token_type_ids)
+        options.setdefault("moe_mm_token_type_ids", self.moe_mm_token_type_ids)
         return hf_kwargs(self.metadata, self.tokens, labels, attn_implementation, **options)
 
     def block_mask(self, *, block_size: int = DEFAULT_BLOCK_SIZE) -> BlockMask:

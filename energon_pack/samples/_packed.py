@@ -84,6 +84,8 @@ class PackedTextSample(Sample):
     #: (n,) int64 the documents' ``token_type_ids`` (0 on alignment padding), or None when
     #: the documents have none.
     token_type_ids: torch.Tensor | None = None
+    #: (n,) int64 the documents' ``moe_mm_token_type_ids`` (0 on alignment padding), or None.
+    moe_mm_token_type_ids: torch.Tensor | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # explicit class: zero-argument super() fails in slots dataclasses before Python 3.14
@@ -133,6 +135,9 @@ class PackedTextSample(Sample):
             doc_lengths_padded=padded,
             sample_keys=keys,
             token_type_ids=token_types(samples, layout.starts, sum(padded), "sample", "pack"),
+            moe_mm_token_type_ids=token_types(
+                samples, layout.starts, sum(padded), "sample", "pack", "moe_mm_token_type_ids"
+            ),
             **cls.modality_fields(samples, layout, **options),
         )
 
@@ -299,26 +304,33 @@ def concat_media(
 
 
 def token_types(
-    members: Sequence[Any], offsets: Sequence[int], size: int, member: str, container: str
+    members: Sequence[Any],
+    offsets: Sequence[int],
+    size: int,
+    member: str,
+    container: str,
+    name: str = "token_type_ids",
 ) -> torch.Tensor | None:
-    """The members' ``token_type_ids`` at their offsets in a ``(size,)`` int64 tensor, 0 on
-    padding; None when no member has them. All or none: one member without them is an error."""
-    missing = [m.__key__ for m in members if m.token_type_ids is None]
+    """The members' per-token ``name`` (``token_type_ids``, ``moe_mm_token_type_ids``) at their
+    offsets in a ``(size,)`` int64 tensor, 0 on padding; None when no member has them. All or
+    none: one member without them is an error."""
+    missing = [m.__key__ for m in members if getattr(m, name) is None]
     if len(missing) == len(members):
         return None
     if missing:
         raise ValueError(
-            f"{member} {missing[0]!r} has no token_type_ids but others in its {container} do; "
-            "give every document token_type_ids (zeros for text-only ones)"
+            f"{member} {missing[0]!r} has no {name} but others in its {container} do; "
+            f"give every document {name} (zeros for text-only ones)"
         )
     out = torch.zeros(size, dtype=torch.int64)
     for m, start in zip(members, offsets):
-        if m.token_type_ids.shape != (m.length,):
+        types = getattr(m, name)
+        if types.shape != (m.length,):
             raise ValueError(
-                f"{member} {m.__key__!r}: token_type_ids {tuple(m.token_type_ids.shape)} for "
+                f"{member} {m.__key__!r}: {name} {tuple(types.shape)} for "
                 f"{m.length} tokens; give one type per token"
             )
-        out[start : start + m.length] = m.token_type_ids
+        out[start : start + m.length] = types
     return out
 
 

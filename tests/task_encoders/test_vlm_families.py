@@ -2,8 +2,8 @@
 """The family registry: every family is found by the exact transformers classes it lists (fast
 and slow image processors, its processors); a processor or image processor class no family
 lists is refused by the encoders naming its class and the page on adding a family, never packed
-as a family guessed from its attributes (Ernie-4.5-VL, HunYuan-VL, ShieldGemma 2, PaddleOCR-VL,
-Ovis2, VideoLLaMA3, GLM-4V, LLaVA, Gemma 4 image processors all carry Qwen- or Gemma-like
+as a family guessed from its attributes (HunYuan-VL, ShieldGemma 2, PaddleOCR-VL,
+Ovis2, VideoLLaMA3, LLaVA, Gemma 4 image processors all carry Qwen- or Gemma-like
 attributes). The fast (torchvision) classes cannot be built here: they are checked by name."""
 
 from __future__ import annotations
@@ -31,12 +31,10 @@ from energon_pack_tools import make_image_processor
 
 #: Real transformers image processors (PIL backend, built from defaults) of unverified families.
 UNREGISTERED = [
-    ("ernie4_5_vl_moe", "Ernie4_5_VLMoeImageProcessorPil"),
     ("hunyuan_vl", "HunYuanVLImageProcessorPil"),
     ("paddleocr_vl", "PaddleOCRVLImageProcessorPil"),
     ("ovis2", "Ovis2ImageProcessorPil"),
     ("video_llama_3", "VideoLlama3ImageProcessorPil"),
-    ("glm4v", "Glm4vImageProcessorPil"),
     ("llava", "LlavaImageProcessorPil"),
     ("gemma4", "Gemma4ImageProcessorPil"),
 ]

@@ -64,6 +64,9 @@ class VisionFamily(Protocol):
     token_types: ClassVar[str | None]
     #: Documents are one prompt and one answer laid out as a prefix-LM processor does.
     prefix_lm: ClassVar[bool]
+    #: The model's MoE layers read ``moe_mm_token_type_ids`` (1 on image tokens and the vision
+    #: start/end around them), which each document then carries (Ernie-4.5-VL).
+    moe_token_types: ClassVar[bool]
     #: Videos go through this family.
     videos: ClassVar[bool]
     #: The model takes 3-row mRoPE positions.
@@ -128,6 +131,7 @@ class StackedItems:
     text_layout: ClassVar[str | None] = None
     token_types: ClassVar[str | None] = None
     prefix_lm: ClassVar[bool] = False
+    moe_token_types: ClassVar[bool] = False
     videos: ClassVar[bool] = False
     mrope: ClassVar[bool] = False
     image_sizes: ClassVar[bool] = False

@@ -36,6 +36,7 @@ class PatchGrids:
     text_layout: ClassVar[str | None] = None
     token_types: ClassVar[str | None] = None
     prefix_lm: ClassVar[bool] = False
+    moe_token_types: ClassVar[bool] = False
     videos: ClassVar[bool] = True
     mrope: ClassVar[bool] = True
     image_sizes: ClassVar[bool] = False

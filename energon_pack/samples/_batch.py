@@ -25,6 +25,7 @@ from energon_pack.attention import (
     document_metadata,
     flash_attn_kwargs,
     hf_kwargs,
+    model_mrope_rows,
     packed_seq_params,
 )
 from energon_pack.samples._counts import PackingCounts
@@ -302,7 +303,9 @@ class PackedCaptioningBatch(PackedImageFields, PackedTextBatch):
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         kwargs.update(image_kwargs(self.pixel_values, self.image_grid_thw))
         if self.mrope_position_ids is not None:
-            kwargs["position_ids"] = self.mrope_position_ids
+            kwargs["position_ids"] = model_mrope_rows(
+                self.mrope_position_ids, options.get("config")
+            )
         return kwargs
 
 
@@ -336,7 +339,9 @@ class PackedMultimodalBatch(VideoFields, PackedCaptioningBatch):
             kwargs["pixel_values_videos"] = self.pixel_values_videos
             kwargs["video_grid_thw"] = self.video_grid_thw
         if self.mrope_position_ids is not None:
-            kwargs["position_ids"] = self.mrope_position_ids
+            kwargs["position_ids"] = model_mrope_rows(
+                self.mrope_position_ids, options.get("config")
+            )
         return kwargs
 
 
@@ -364,7 +369,8 @@ def image_kwargs(
 
 
 def _stack_mrope(packs: Sequence[PackedCaptioningSample], length: int) -> torch.Tensor | None:
-    """(3, B, L) mRoPE ids, tail padding continuing each row's count; None if no pack has them."""
+    """(3, B, L) mRoPE ids ((4, B, L): HunYuan-VL's), tail padding continuing each row's count;
+    None if no pack has them."""
     missing = [p.__key__ for p in packs if p.mrope_position_ids is None]
     if missing and len(missing) < len(packs):
         raise ValueError(
@@ -373,7 +379,10 @@ def _stack_mrope(packs: Sequence[PackedCaptioningSample], length: int) -> torch.
         )
     if missing:
         return None
-    mrope = torch.empty(3, len(packs), length, dtype=torch.int64)
+    rows = packs[0].mrope_position_ids.shape[0]  # 3; HunYuan-VL's xdrope: 4
+    if any(p.mrope_position_ids.shape[0] != rows for p in packs):
+        raise ValueError("the packs of a batch have mRoPE positions of different layouts")
+    mrope = torch.empty(rows, len(packs), length, dtype=torch.int64)
     for r, p in enumerate(packs):
         assert p.mrope_position_ids is not None
         n = p.length

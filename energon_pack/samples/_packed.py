@@ -22,6 +22,7 @@ from energon_pack.attention import (
     frame_runs,
     mrope_position_ids,
     position_ids_from_lengths,
+    xdrope_position_ids,
 )
 from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._encoded import (
@@ -207,13 +208,15 @@ class PackedMultimodalSample(VideoFields, PackedCaptioningSample):
         layout: PackLayout,
         *,
         mrope: bool = False,
+        mrope_layout: str = "qwen",
         spatial_merge_size: int = 2,
         tokens_per_second: float | None = None,
         batch_num_images: bool = False,
     ) -> dict[str, Any]:
         """Images and videos as the captioning pack joins images, images per document with
-        ``batch_num_images``, and with ``mrope=True`` the ``(3, n)`` positions of each document
-        over its image and video runs."""
+        ``batch_num_images``, and with ``mrope=True`` the positions of each document over its
+        image and video runs by ``mrope_layout`` (``"qwen"``: ``(3, n)``; ``"xdrope"``,
+        HunYuan-VL: ``(4, n)``, images only)."""
         fields = PackedCaptioningSample.modality_fields(samples, layout)
         if batch_num_images:
             per_doc = [len(s.image_grid_thw.view(-1, 3)) for s in samples]
@@ -222,7 +225,9 @@ class PackedMultimodalSample(VideoFields, PackedCaptioningSample):
         fields["video_second_per_grid"] = torch.cat(
             [s.video_second_per_grid.view(-1) for s in samples]
         ).to(torch.float32)
-        if mrope:
+        if mrope and mrope_layout == "xdrope":
+            fields["mrope_position_ids"] = _xdrope(samples, layout, spatial_merge_size)
+        elif mrope:
             fields["mrope_position_ids"] = _mrope(
                 samples, layout, spatial_merge_size, tokens_per_second
             )
@@ -255,6 +260,23 @@ def _mrope(
             )
         )
     return torch.cat(per_document, dim=1)
+
+
+def _xdrope(
+    samples: Sequence[EncodedMultimodalSample], layout: PackLayout, merge: int
+) -> torch.Tensor:
+    """``(4, n)`` HunYuan-VL positions of a pack (:func:`xdrope_position_ids` per document)."""
+    if any(len(doc.video_grid_thw) for doc in samples):
+        raise ValueError("xdrope positions (HunYuan-VL) are laid out for images only")
+    return torch.cat(
+        [
+            xdrope_position_ids(
+                n, doc.image_spans, doc.image_grid_thw, spatial_merge_size=merge, padded_length=p
+            )
+            for doc, n, p in zip(samples, layout.lengths, layout.padded)
+        ],
+        dim=1,
+    )
 
 
 def _runs(

@@ -179,10 +179,12 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         return None if token is None or token not in vocab else int(vocab[token])
 
     def pack_options(self) -> dict[str, Any]:
-        """``mrope``, the spatial merge, ``tokens_per_second`` and whether packs count images
-        per document (``batch_num_images``, families laid out ``per_document``)."""
+        """``mrope`` and the family's ``mrope_layout``, the spatial merge, ``tokens_per_second``
+        and whether packs count images per document (``batch_num_images``, families laid out
+        ``per_document``)."""
         return {
             "mrope": self.mrope,
+            "mrope_layout": self.media.family.mrope_layout,
             "spatial_merge_size": self.media.merge_size,
             "tokens_per_second": self.tokens_per_second,
             "batch_num_images": self.media.family.per_document,

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""GLM-4.1V, GLM-4.6V and Ernie-4.5-VL-MoE: LLaVA conversations (0..3 images over several
+"""GLM-4.1V, GLM-4.6V, Ernie-4.5-VL-MoE and HunYuan-VL (3- and 4-axis XD-RoPE): LLaVA conversations (0..3 images over several
 turns) in a real energon dataset, packed through the loader, equal, document by document, the
 same conversation run alone through the family's own processor (token ids, pixel rows, the
 model's own mRoPE positions from ``get_rope_index``, Ernie's ``moe_mm_token_type_ids``), and a
@@ -21,10 +21,13 @@ from vlm_helpers import vlm_datasets
 from vlm_mrope_models import (
     ERNIE_TOKENS,
     GLM4V_TOKENS,
+    HUNYUAN_TOKENS,
     ernie_processor,
     glm4v_processor,
+    hunyuan_processor,
     tiny_ernie,
     tiny_glm4v,
+    tiny_hunyuan,
 )
 
 from energon_pack.encoding import vision_family
@@ -50,6 +53,7 @@ FAMILIES: dict[str, tuple[dict[str, str], Any, Any]] = {
         lambda tok: tiny_glm4v(tok, glm46v=True),
     ),
     "ernie-4.5-vl": (ERNIE_TOKENS, ernie_processor, tiny_ernie),
+    "hunyuan-vl": (HUNYUAN_TOKENS, hunyuan_processor, tiny_hunyuan),
 }
 
 
@@ -113,7 +117,11 @@ def test_packed_documents_equal_the_processor_and_the_model_alone(
                 rows += n_rows
             grids = {"image_grid_thw": want["image_grid_thw"]} if images else {}
             own, _ = model.model.get_rope_index(ids, want["mm_token_type_ids"], **grids)
-            assert torch.equal(pack.mrope_position_ids[:, start : start + n], own[:, 0]), key
+            positions = pack.mrope_position_ids[:, start : start + n]
+            if name == "hunyuan-vl":  # 3 axes: read after the 1-D position row, as packed
+                assert positions[0].tolist() == list(range(n))
+                positions = positions[1:]
+            assert torch.equal(positions, own[:, 0]), key
             if "moe_mm_token_type_ids" in want:
                 moe = pack.moe_mm_token_type_ids[start : start + n]
                 assert moe.tolist() == want["moe_mm_token_type_ids"][0].tolist(), key
@@ -129,6 +137,26 @@ def test_packed_documents_equal_the_processor_and_the_model_alone(
             seen.append(key)
         assert rows == len(pack.pixel_values)
     assert sorted(seen) == sorted(ref)
+    if name == "hunyuan-vl":  # a 4-axis model reads all 4 rows (the 1-D position first)
+        four = tiny_hunyuan(processor.tokenizer, axes=4)
+        pack = max(packs, key=lambda p: len(p.image_grid_thw))
+        batch = collate_packs([pack], pad_to=pack.length + 3)
+        with torch.no_grad():
+            logits = four(**batch.hf_kwargs("sdpa", config=four, with_labels=False)).logits[0]
+        start = 0
+        for key, n in zip(pack.sample_keys, pack.doc_lengths):
+            want = alone(processor, markup, *ref[key])
+            own, _ = four.model.get_rope_index(
+                want["input_ids"], want["mm_token_type_ids"], want.get("image_grid_thw")
+            )
+            assert torch.equal(pack.mrope_position_ids[:, start : start + n], own[:, 0]), key
+            with torch.no_grad():
+                inputs = {k: v for k, v in want.items() if k != "attention_mask"}
+                ref_logits = four(**inputs).logits[0]
+            torch.testing.assert_close(logits[start : start + n], ref_logits, atol=1e-5, rtol=0)
+            start += n
+        with pytest.raises(ValueError, match="4-row positions.*pass config=model"):
+            batch.hf_kwargs("sdpa", config=None)
     if name == "ernie-4.5-vl":  # the experts' routing matters, and is never left out silently
         pack = next(p for p in packs if len(p.image_grid_thw))
         batch = collate_packs([pack])

@@ -130,3 +130,54 @@ def tiny_ernie(tokenizer: Any) -> torch.nn.Module:
     )
     config = tf.Ernie4_5_VLMoeConfig(text_config=text, vision_config=vision, **ids)
     return _seeded(tf.Ernie4_5_VLMoeForConditionalGeneration, config)
+
+
+#: HunYuan-VL's named tokens (its processor refuses a tokenizer without the first three).
+HUNYUAN_TOKENS = {
+    "image_token": "<hy_image>",
+    "image_start_token": "<hy_image_start>",
+    "image_end_token": "<hy_image_end>",
+    "image_newline_token": "<hy_image_newline>",
+}
+
+
+def hunyuan_processor(tokenizer_dir: Any) -> Any:
+    """A ``HunYuanVLProcessor`` with its PIL image processor (patch 16, 1024..9216 pixels) and
+    the tokenizer of ``tokenizer_dir`` (saved with :data:`HUNYUAN_TOKENS` as named tokens)."""
+    import transformers as tf
+    from transformers.models.hunyuan_vl.image_processing_pil_hunyuan_vl import (
+        HunYuanVLImageProcessorPil,
+    )
+
+    image_processor = HunYuanVLImageProcessorPil(
+        size={"shortest_edge": 32**2, "longest_edge": 9 * 32**2}
+    )
+    return tf.HunYuanVLProcessor(image_processor, tf.AutoTokenizer.from_pretrained(tokenizer_dir))
+
+
+def tiny_hunyuan(tokenizer: Any, axes: int = 3) -> torch.nn.Module:
+    """A seeded fp32 ``HunYuanVLForConditionalGeneration`` (1-layer vision tower and text model)
+    with ``axes`` XD-RoPE axes (3: width, height, image index; 4: position first)."""
+    import transformers as tf
+
+    ids = {n: tokenizer.convert_tokens_to_ids(t) for n, t in HUNYUAN_TOKENS.items()}
+    section = [2, 3, 3] if axes == 3 else [2, 2, 2, 2]
+    rope = {"rope_type": "default", "mrope_section": section, "rope_theta": 10000.0}
+    config = tf.HunYuanVLConfig(
+        text_config=_text(len(tokenizer), head_dim=16, rope_parameters=rope),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_attention_heads=2,
+            num_hidden_layers=1,
+            out_hidden_size=64,
+            text_hidden_size=64,
+            patch_size=16,
+            spatial_merge_size=2,
+        ),
+        image_token_id=ids["image_token"],
+        im_start_id=ids["image_start_token"],
+        im_end_id=ids["image_end_token"],
+        im_newline_id=ids["image_newline_token"],
+    )
+    return _seeded(tf.HunYuanVLForConditionalGeneration, config)

@@ -8,13 +8,14 @@ tokens; each family gives them from the processor, and from the image size alone
 is known. :func:`vision_family` looks the family up: patch grids (Qwen2/2.5/3-VL), tiles
 (InternVL), images (Gemma 3, PaliGemma), split tiles (Idefics3, SmolVLM), anyres patches
 (LLaVA-NeXT, -OneVision), GLM's patch grids (GLM-4.1V, -4.5V, -4.6V), Ernie-4.5-VL's (with
-``moe_mm_token_type_ids``); any other processor class is refused by name. Layouts per family:
+``moe_mm_token_type_ids``), HunYuan-VL's (a newline token per row, XD-RoPE); any other processor class is refused by name. Layouts per family:
 docs/howto/conversations.md; adding one: docs/howto/add-a-family.md.
 """
 
 from energon_pack.encoding._families._ernie45_vl import ErniePatchGrids
 from energon_pack.encoding._families._gemma3 import Images
 from energon_pack.encoding._families._glm4v import Glm4vPatchGrids, Glm46vPatchGrids
+from energon_pack.encoding._families._hunyuan_vl import RowNewlineGrids
 from energon_pack.encoding._families._idefics3 import SmolVLMTiles, SplitTiles
 from energon_pack.encoding._families._interface import StackedItems, VisionFamily
 from energon_pack.encoding._families._internvl import Tiles
@@ -42,6 +43,7 @@ __all__ = [
     "Images",
     "PatchGrids",
     "PrefixImages",
+    "RowNewlineGrids",
     "SmolVLMTiles",
     "SplitTiles",
     "StackedItems",

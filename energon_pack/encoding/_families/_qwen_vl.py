@@ -39,6 +39,7 @@ class PatchGrids:
     moe_token_types: ClassVar[bool] = False
     videos: ClassVar[bool] = True
     mrope: ClassVar[bool] = True
+    mrope_layout: ClassVar[str] = "qwen"
     image_sizes: ClassVar[bool] = False
     per_document: ClassVar[bool] = False
     default_tokens: ClassVar[dict[str, str | None]] = {

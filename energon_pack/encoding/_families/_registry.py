@@ -18,6 +18,7 @@ from typing import Any
 from energon_pack.encoding._families._ernie45_vl import ErniePatchGrids
 from energon_pack.encoding._families._gemma3 import Images
 from energon_pack.encoding._families._glm4v import Glm4vPatchGrids, Glm46vPatchGrids
+from energon_pack.encoding._families._hunyuan_vl import RowNewlineGrids
 from energon_pack.encoding._families._idefics3 import SmolVLMTiles, SplitTiles
 from energon_pack.encoding._families._interface import VisionFamily, transformers_class
 from energon_pack.encoding._families._internvl import Tiles
@@ -48,6 +49,7 @@ FAMILIES: tuple[type[VisionFamily], ...] = (
     Glm4vPatchGrids,
     Glm46vPatchGrids,
     ErniePatchGrids,
+    RowNewlineGrids,
 )
 #: The page that says how to add a family (named in every refusal).
 ADD_A_FAMILY = "docs/howto/add-a-family.md"

@@ -352,12 +352,13 @@ def image_kwargs(
     batch_num_images: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """The model's image kwargs, by the layout of the family's pixels: patch rows
-    ``(rows, dim)`` with ``image_grid_thw`` (Qwen-VL); tiles ``(tiles, 3, H, W)`` as they are
+    ``(rows, dim)`` or whole patches ``(patches, 3, p, p)`` (PaddleOCR-VL) with
+    ``image_grid_thw`` (patch grids: some row's ``h * w > 1``); tiles ``(tiles, 3, H, W)`` as they are
     (InternVL); split tiles ``(tiles, 1, 3, S, S)`` as ``(1, tiles, 3, S, S)`` (Idefics3); with
     ``image_sizes`` (LLaVA-NeXT, -OneVision) each image's patches padded to
     ``(images, max_patches, 3, S, S)`` as the processor gives them, the sizes and
     ``batch_num_images`` (images per document, OneVision)."""
-    if pixel_values.dim() == 2:
+    if pixel_values.dim() == 2 or (grid.view(-1, 3)[:, 1:].prod(dim=1) > 1).any():
         return {"pixel_values": pixel_values, "image_grid_thw": grid}
     if pixel_values.dim() == 5:
         return {"pixel_values": pixel_values.transpose(0, 1)}

@@ -67,7 +67,7 @@ _LAYOUTS = (
     ("token_type_ids", "Gemma 3 / PaliGemma (token_type_ids: images attended both ways)"),
     ("image_sizes", "LLaVA-NeXT / LLaVA-OneVision (anyres patches with image_sizes)"),
     (5, "Idefics3 / SmolVLM (split tiles)"),
-    (4, "InternVL / Gemma 3 / PaliGemma (whole tiles or images)"),
+    (4, "InternVL / Gemma 3 / PaliGemma / PaddleOCR-VL (whole tiles, images or patches)"),
     ("moe_mm_token_type_ids", "Ernie-4.5-VL (moe_mm_token_type_ids for its experts)"),
 )
 

@@ -2,7 +2,7 @@
 """The family registry: every family is found by the exact transformers classes it lists (fast
 and slow image processors, its processors); a processor or image processor class no family
 lists is refused by the encoders naming its class and the page on adding a family, never packed
-as a family guessed from its attributes (ShieldGemma 2, PaddleOCR-VL,
+as a family guessed from its attributes (ShieldGemma 2,
 Ovis2, VideoLLaMA3, LLaVA, Gemma 4 image processors all carry Qwen- or Gemma-like
 attributes). The fast (torchvision) classes cannot be built here: they are checked by name."""
 
@@ -31,7 +31,6 @@ from energon_pack_tools import make_image_processor
 
 #: Real transformers image processors (PIL backend, built from defaults) of unverified families.
 UNREGISTERED = [
-    ("paddleocr_vl", "PaddleOCRVLImageProcessorPil"),
     ("ovis2", "Ovis2ImageProcessorPil"),
     ("video_llama_3", "VideoLlama3ImageProcessorPil"),
     ("llava", "LlavaImageProcessorPil"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from vlm_models import _seeded, _text
+from vlm_models import _seeded, _text, _vit
 
 #: GLM-4V's named tokens (its processor reads ``<|begin_of_video|>`` / ``<|end_of_video|>`` too).
 GLM4V_TOKENS = [
@@ -181,3 +181,34 @@ def tiny_hunyuan(tokenizer: Any, axes: int = 3) -> torch.nn.Module:
         im_newline_id=ids["image_newline_token"],
     )
     return _seeded(tf.HunYuanVLForConditionalGeneration, config)
+
+
+def paddleocr_processor(tokenizer_dir: Any) -> Any:
+    """A ``PaddleOCRVLProcessor`` with its PIL image processor (:data:`GLM4V_PIXELS`) and the
+    tokenizer of ``tokenizer_dir`` (saved with :data:`ERNIE_TOKENS`, Ernie-4.5's, as named
+    tokens)."""
+    import transformers as tf
+    from transformers.models.paddleocr_vl.image_processing_pil_paddleocr_vl import (
+        PaddleOCRVLImageProcessorPil,
+    )
+
+    image_processor = PaddleOCRVLImageProcessorPil(size=GLM4V_PIXELS)
+    return tf.PaddleOCRVLProcessor(image_processor, tf.AutoTokenizer.from_pretrained(tokenizer_dir))
+
+
+def tiny_paddleocr(tokenizer: Any) -> torch.nn.Module:
+    """A seeded fp32 ``PaddleOCRVLForConditionalGeneration`` (1-layer SigLIP-style vision tower
+    and Ernie-4.5 text model with mRoPE)."""
+    import transformers as tf
+
+    ids = {n: tokenizer.convert_tokens_to_ids(t) for n, t in ERNIE_TOKENS.items()}
+    rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0}
+    config = tf.PaddleOCRVLConfig(
+        text_config=_text(len(tokenizer), head_dim=16, rope_parameters=rope),
+        vision_config=_vit(56, 14, spatial_merge_size=2),
+        image_token_id=ids["image_token"],
+        video_token_id=ids["video_token"],
+        vision_start_token_id=ids["image_start_token"],
+        vision_end_token_id=ids["image_end_token"],
+    )
+    return _seeded(tf.PaddleOCRVLForConditionalGeneration, config)

@@ -8,7 +8,7 @@ tokens; each family gives them from the processor, and from the image size alone
 is known. :func:`vision_family` looks the family up: patch grids (Qwen2/2.5/3-VL), tiles
 (InternVL), images (Gemma 3, PaliGemma), split tiles (Idefics3, SmolVLM), anyres patches
 (LLaVA-NeXT, -OneVision), GLM's patch grids (GLM-4.1V, -4.5V, -4.6V), Ernie-4.5-VL's (with
-``moe_mm_token_type_ids``), HunYuan-VL's (a newline token per row, XD-RoPE); any other processor class is refused by name. Layouts per family:
+``moe_mm_token_type_ids``), HunYuan-VL's (a newline token per row, XD-RoPE), PaddleOCR-VL's (whole patches); any other processor class is refused by name. Layouts per family:
 docs/howto/conversations.md; adding one: docs/howto/add-a-family.md.
 """
 
@@ -20,6 +20,7 @@ from energon_pack.encoding._families._idefics3 import SmolVLMTiles, SplitTiles
 from energon_pack.encoding._families._interface import StackedItems, VisionFamily
 from energon_pack.encoding._families._internvl import Tiles
 from energon_pack.encoding._families._llava_next import Anyres, AnyresDocuments
+from energon_pack.encoding._families._paddleocr_vl import WholePatchGrids
 from energon_pack.encoding._families._paligemma import PrefixImages
 from energon_pack.encoding._families._qwen_vl import PatchGrids
 from energon_pack.encoding._families._registry import (
@@ -49,6 +50,7 @@ __all__ = [
     "StackedItems",
     "Tiles",
     "VisionFamily",
+    "WholePatchGrids",
     "check_mrope",
     "family_for",
     "transformers_class",

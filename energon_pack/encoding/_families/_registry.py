@@ -23,6 +23,7 @@ from energon_pack.encoding._families._idefics3 import SmolVLMTiles, SplitTiles
 from energon_pack.encoding._families._interface import VisionFamily, transformers_class
 from energon_pack.encoding._families._internvl import Tiles
 from energon_pack.encoding._families._llava_next import Anyres, AnyresDocuments
+from energon_pack.encoding._families._paddleocr_vl import WholePatchGrids
 from energon_pack.encoding._families._paligemma import PrefixImages
 from energon_pack.encoding._families._qwen_vl import PatchGrids
 
@@ -50,6 +51,7 @@ FAMILIES: tuple[type[VisionFamily], ...] = (
     Glm46vPatchGrids,
     ErniePatchGrids,
     RowNewlineGrids,
+    WholePatchGrids,
 )
 #: The page that says how to add a family (named in every refusal).
 ADD_A_FAMILY = "docs/howto/add-a-family.md"

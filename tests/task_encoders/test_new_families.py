@@ -176,3 +176,64 @@ def test_packed_documents_equal_the_processor_and_the_model_alone(
         other = tiny_glm4v(processor.tokenizer)
         with pytest.raises(ValueError, match="carries moe_mm_token_type_ids.*takes none"):
             batch.hf_kwargs("sdpa", config=other)
+
+
+def test_llava_next_documents_keep_the_bos_of_a_llama_tokenizer(tmp_path: Path) -> None:
+    """A real ``LlamaTokenizer`` built with ``add_bos_token=True`` (its own post-processor adds
+    BOS, as Llama and Mistral checkpoints do) and Mistral's LLaVA-NeXT chat template, which
+    writes none: every packed document starts with the one BOS that
+    ``LlavaNextProcessor.apply_chat_template(tokenize=True)`` puts there (not in the loss), and
+    a tiny LLaVA-NeXT gives each document's logits alone."""
+    from vlm_helpers import chat_sample, llama_tokenizer, png
+    from vlm_models import llava_processor, tiny_llava
+
+    from energon_pack.samples import pack_documents
+    from energon_pack_tools import synthetic_texts
+
+    path = llama_tokenizer(tmp_path, synthetic_texts(40, seed=8), ["<image>"])
+    processor = llava_processor(path)
+    processor.chat_template = processor.tokenizer.chat_template
+    bos = processor.tokenizer.bos_token_id
+    assert (
+        processor.tokenizer("a").input_ids[0]
+        == bos
+        != processor.tokenizer.encode("a", add_special_tokens=False)[0]
+    )
+    enc = ConversationPackingTaskEncoder(path, processor, pack_size=512, image_token="<image>")
+    conversations = [
+        (["<image>\nwhat is it", "a seed"], [png(150, 60, 1)]),
+        (
+            ["hi", "hello", "and <image> here, or <image>?", "both"],
+            [png(13, 77, 2), png(56, 56, 3)],
+        ),
+        (["no image", "then text"], []),
+    ]
+    docs, wants = [], []
+    for i, (turns, images) in enumerate(conversations):
+        (doc,) = enc.encode_sample(chat_sample(f"k{i}", turns, images=images))
+        roles = ["user", "assistant"] * len(turns)
+        messages = [{"role": r, "content": t} for r, t in zip(roles, turns)]
+        pil = [Image.open(io.BytesIO(b)) for b in images]
+        kwargs = {"processor_kwargs": {"images": pil}} if pil else {}
+        want = processor.apply_chat_template(
+            messages, tokenize=True, return_dict=True, return_tensors="pt", **kwargs
+        )
+        assert doc.tokens.tolist() == want["input_ids"][0].tolist(), turns
+        assert doc.tokens[0] == bos and int((doc.tokens == bos).sum()) == 1
+        assert not doc.loss_mask[0]
+        docs.append(enc.materialize(doc))
+        wants.append(want)
+    pack = pack_documents(docs, **enc.pack_options())
+    model = tiny_llava(
+        len(processor.tokenizer), processor.tokenizer.convert_tokens_to_ids("<image>")
+    )
+    batch = collate_packs([pack], pad_to=pack.length + 2)
+    with torch.no_grad():
+        logits = model(**batch.hf_kwargs("sdpa", config=model, with_labels=False)).logits[0]
+        start = 0
+        for doc, want in zip(docs, wants):
+            inputs = {k: v for k, v in want.items() if k != "attention_mask"}
+            ref_logits = model(**inputs).logits[0]
+            n = doc.length
+            torch.testing.assert_close(logits[start : start + n], ref_logits, atol=1e-5, rtol=0)
+            start += n

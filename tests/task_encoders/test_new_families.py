@@ -237,3 +237,22 @@ def test_llava_next_documents_keep_the_bos_of_a_llama_tokenizer(tmp_path: Path) 
             n = doc.length
             torch.testing.assert_close(logits[start : start + n], ref_logits, atol=1e-5, rtol=0)
             start += n
+
+
+def test_gemma4_is_refused_by_name_with_its_reasons() -> None:
+    """Gemma 4: its image processor is refused naming why its layout is not served; its VLM
+    with vision-bidirectional sliding layers is refused by ``check_model`` naming the mechanism,
+    and flash-attn for any Gemma 4 (global layers' head_dim 512, past flash-attn's 256)."""
+    import transformers
+    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+
+    from energon_pack.attention import PackingNotExactError, check_model
+
+    with pytest.raises(ValueError, match="^Gemma4ImageProcessorPil .*image_position_ids.*sliding"):
+        vision_family(Gemma4ImageProcessorPil())
+    config = transformers.Gemma4Config()
+    with pytest.raises(PackingNotExactError, match="head_dim 512 with flash-attn"):
+        check_model(config, "flash_attention_2", pack_size=256)
+    config.text_config.use_bidirectional_attention = "vision"
+    with pytest.raises(PackingNotExactError, match="image tokens in sliding layers only"):
+        check_model(config, "sdpa", pack_size=256)

@@ -55,6 +55,15 @@ FAMILIES: tuple[type[VisionFamily], ...] = (
 )
 #: The page that says how to add a family (named in every refusal).
 ADD_A_FAMILY = "docs/howto/add-a-family.md"
+_GEMMA4 = (
+    "Gemma 4 pads each image to a fixed patch budget with its own image_position_ids, counts "
+    "its soft tokens per aspect ratio, and its models with use_bidirectional_attention='vision' "
+    "let image tokens attend both ways in sliding layers only; no family lays that out yet"
+)
+#: Unregistered classes whose refusal also says why their layout is not served.
+REASONS = dict.fromkeys(
+    ("Gemma4Processor", "Gemma4ImageProcessor", "Gemma4ImageProcessorPil"), _GEMMA4
+)
 
 
 def video_families() -> list[str]:
@@ -69,11 +78,12 @@ def _served() -> str:
     )
 
 
-def _refuse(what: str) -> ValueError:
+def _refuse(name: str, what: str = "") -> ValueError:
+    reason = f" ({REASONS[name]})" if name in REASONS else ""
     return ValueError(
-        f"{what} is not a registered VLM processor class, so packing cannot say how its images "
-        f"become tokens and pixels (registered: {_served()}). Adding a family is one module and "
-        f"one registry line: see {ADD_A_FAMILY}."
+        f"{name}{what} is not a registered VLM processor class, so packing cannot say how its "
+        f"images become tokens and pixels{reason} (registered: {_served()}). Adding a family is "
+        f"one module and one registry line: see {ADD_A_FAMILY}."
     )
 
 
@@ -108,7 +118,7 @@ def family_for(processor: str | None, image_processor: str) -> type[VisionFamily
     if processor is not None and not any(processor in f.processors for f in FAMILIES):
         raise _refuse(processor)
     if not any(image_processor in f.image_processors for f in FAMILIES):
-        raise _refuse(f"{image_processor} (an image processor)")
+        raise _refuse(image_processor, " (an image processor)")
     for family in FAMILIES:
         if image_processor not in family.image_processors:
             continue

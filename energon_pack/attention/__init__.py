@@ -32,10 +32,17 @@ from energon_pack.attention._metadata import (
     document_metadata,
     position_ids_from_lengths,
 )
-from energon_pack.attention._mrope import frame_runs, mrope_position_ids
+from energon_pack.attention._mrope import (
+    MROPE_LAYOUTS,
+    frame_runs,
+    model_mrope_rows,
+    mrope_position_ids,
+    xdrope_position_ids,
+)
 from energon_pack.attention._verify import check_model, cpu_route
 
 __all__ = [
+    "MROPE_LAYOUTS",
     "DEFAULT_BLOCK_SIZE",
     "DocumentMetadata",
     "FirstBatchReport",
@@ -53,7 +60,9 @@ __all__ = [
     "flash_attn_kwargs",
     "frame_runs",
     "hf_kwargs",
+    "model_mrope_rows",
     "mrope_position_ids",
+    "xdrope_position_ids",
     "packed_seq_params",
     "position_ids_from_lengths",
 ]

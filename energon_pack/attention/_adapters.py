@@ -159,6 +159,7 @@ def hf_kwargs(
     mask_dtype: torch.dtype = torch.float32,
     config: Any = _REQUIRED,
     token_type_ids: torch.Tensor | None = None,
+    moe_mm_token_type_ids: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """Kwargs for ``model(**...)`` of a transformers model: ``input_ids``, ``position_ids``,
     ``labels`` (:func:`hf_labels`) and per ``attn_implementation`` a bool mask (sdpa), an
@@ -180,6 +181,9 @@ def hf_kwargs(
             unchecked (exact only for causal full-attention models).
         token_type_ids: ``(B, L)`` as the model's processor makes them, for models whose
             mask reads them (Gemma 3 VLM, PaliGemma); not passed on.
+        moe_mm_token_type_ids: ``(B, L)`` as the model's processor makes them, passed on to
+            models that read them (Ernie-4.5-VL's experts route by them: a model that reads
+            them is refused a batch without them, a model that does not, a batch with them).
 
     Hybrid models (linear-attention or short-conv layers, ``ModelReport.state_layers``): the
     packs are laid end to end in one ``(1, B*L)`` row with ``seq_idx`` and the varlen kwargs
@@ -210,6 +214,32 @@ def hf_kwargs(
     model = hf_model_kwargs(meta, tokens, report, mask_dtype, token_type_ids)
     flat = (lambda x: x.reshape(1, -1)) if report.flattened else (lambda x: x)  # hybrids
     kwargs = {"input_ids": flat(tokens), "position_ids": model.pop("position_ids")}
+    kwargs.update(
+        _token_inputs(report, config is None, moe_mm_token_type_ids=moe_mm_token_type_ids)
+    )
     if labels is not None:
         kwargs["labels"] = flat(hf_labels(labels))
     return {**kwargs, **model}
+
+
+def _token_inputs(report: ModelReport, unchecked: bool, **given: torch.Tensor | None) -> dict:
+    """The per-token inputs of ``given`` the model reads (``report.token_inputs``); a missing
+    one it reads, or one given that it does not read, is a ValueError (``unchecked``: passed
+    as given)."""
+    out = {}
+    for name, value in given.items():
+        if value is not None and (unchecked or name in report.token_inputs):
+            out[name] = value
+        elif name in report.token_inputs:
+            raise ValueError(
+                f"{report.model_type} reads {name} (its experts route each token by its "
+                "modality: without them image tokens take the text experts), but this batch has "
+                f"none: pack with the model's own processor (its family gives each document "
+                f"{name}) or pass {name}=... to hf_kwargs"
+            )
+        elif value is not None:
+            raise ValueError(
+                f"this batch carries {name} (packed for an Ernie-4.5-VL processor), but "
+                f"{report.model_type} takes none: pack with this model's own processor"
+            )
+    return out

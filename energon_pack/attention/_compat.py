@@ -20,6 +20,7 @@ from energon_pack.attention._implementations import implementation
 from energon_pack.attention._masks import LAYER_TYPES, LocalAttention
 
 __all__ = [
+    "TOKEN_INPUTS",
     "ModelReport",
     "PackingNotExactError",
     "config_report",
@@ -28,6 +29,9 @@ __all__ = [
     "text_config",
 ]
 
+#: Per-token model inputs a batch carries per document (``hf_kwargs`` passes them; a model
+#: whose forward reads one is refused a batch without it).
+TOKEN_INPUTS = ("moe_mm_token_type_ids",)
 #: Families whose layers are recurrent cells without attention (a better message than the
 #: experiment's "differs").
 _RECURRENT = {"rwkv", "xlstm"}
@@ -68,6 +72,9 @@ class ModelReport:
     #: one flattened ``(1, B*L)`` row with ``cu_seq_lens_q/k``, ``max_length_q/k`` and
     #: ``seq_idx`` (``_hybrid.py``).
     state_layers: tuple[str, ...] = ()
+    #: Per-token inputs the model's forward reads that each document must bring from its
+    #: processor (:data:`TOKEN_INPUTS`: Ernie-4.5-VL's ``moe_mm_token_type_ids``).
+    token_inputs: tuple[str, ...] = ()
 
     @property
     def flattened(self) -> bool:
@@ -107,9 +114,21 @@ def _bidirectional(outer: Any, config: Any, impl: str) -> str | None:
     """What attends both ways in a document (None: causal), or PackingNotExactError."""
     outer_type, model_type = getattr(outer, "model_type", ""), getattr(config, "model_type", "")
     kind = {"gemma3": "image_tokens", "paligemma": "prefix"}.get(outer_type)
+    both_ways = getattr(config, "use_bidirectional_attention", False)
+    if both_ways == "vision" and outer is config:
+        both_ways = False  # Gemma 4's text model alone: causal unless "all"
+    elif both_ways == "vision":  # a Gemma 4 VLM
+        raise PackingNotExactError(
+            f"bidirectional image tokens in sliding layers only ({outer_type or model_type})",
+            "its image tokens attend both ways in its sliding-window layers and causally in its "
+            "global ones (use_bidirectional_attention='vision'), a mask per layer type built "
+            "from mm_token_type_ids that energon-pack does not make (nor does any registered "
+            "family lay out Gemma 4's images)",
+            "train it unpacked",
+        )
     encoder = not getattr(config, "is_decoder", True)
     encoder = encoder and "self.config.is_decoder" in _base_model_source(type(config))
-    if kind is None and (encoder or getattr(config, "use_bidirectional_attention", False)):
+    if kind is None and (encoder or both_ways):
         kind = "document"
     if kind is None:
         return None
@@ -252,6 +271,34 @@ def _check_flash_chunks(impl: str, local: dict[str, LocalAttention], pack_size: 
         )
 
 
+#: The largest head dimension flash-attn's kernels (2 and 3) take.
+FLASH_MAX_HEAD_DIM = 256
+
+
+def _head_dims(config: Any) -> set[int]:
+    """Every layer's head dimension: the config's, and its per-layer overrides (Gemma 4's
+    global layers: 512), read without the global attribute heterogeneous configs refuse."""
+    data = config.to_dict() if hasattr(config, "to_dict") else vars(config)
+    dims = {int(data["head_dim"])} if isinstance(data.get("head_dim"), int) else set()
+    for layer in getattr(config, "per_layer_config", None) or ():
+        dim = getattr(layer, "head_dim", None)
+        if isinstance(dim, int):
+            dims.add(dim)
+    return dims
+
+
+def _check_flash_head_dim(config: Any, impl: str) -> None:
+    dims = _head_dims(config)
+    if implementation(impl).varlen and dims and max(dims) > FLASH_MAX_HEAD_DIM:
+        raise PackingNotExactError(
+            f"head_dim {max(dims)} with flash-attn ({getattr(config, 'model_type', '')})",
+            f"flash-attn's kernels take head dimensions up to {FLASH_MAX_HEAD_DIM}, and some of "
+            f"this model's layers have {max(dims)} (Gemma 4's global layers), so its varlen "
+            "route cannot run them",
+            "use sdpa, eager or flex_attention",
+        )
+
+
 def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> ModelReport:
     """What packing has to do for this model (multimodal: its text config), from the config
     alone; raises :class:`PackingNotExactError` for what no mask makes exact."""
@@ -270,7 +317,9 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
     both_ways = bidirectional == "document"
     local = {t: _local_of(config, t, pack_size, both_ways) for t in present}
     _check_flash_chunks(impl, local, pack_size)
-    accepts = "attention_mask, dict)" in _base_model_source(type(outer), "forward")
+    _check_flash_head_dim(config, impl)
+    forward = _base_model_source(type(outer), "forward")
+    accepts = "attention_mask, dict)" in forward
     offset, padding_idx = _positions(outer, config)
     report = ModelReport(
         model_type=getattr(config, "model_type", type(config).__name__),
@@ -285,6 +334,7 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
         position_offset=offset,
         position_padding_idx=padding_idx,
         state_layers=state_layers,
+        token_inputs=tuple(name for name in TOKEN_INPUTS if name in forward),
     )
     if report.needs_mapping and not accepts and not implementation(impl).varlen:
         reach = min(

@@ -43,7 +43,7 @@ NOISE_FACTOR = 4.0
 CAP_FACTOR = 100.0
 #: Batch fields the check refuses (it covers text batches).
 _MEDIA = ("pixel_values", "pixel_values_videos")
-_NOT_TEXT = ("mrope_position_ids", "token_type_ids")
+_NOT_TEXT = ("mrope_position_ids", "token_type_ids", "moe_mm_token_type_ids")
 _MODEL = object()
 
 

@@ -85,7 +85,31 @@ def _model_class(config: Any) -> type | None:
             return getattr(auto, mapping)[type(config)]
     with contextlib.suppress(KeyError):
         return auto.MODEL_MAPPING[type(config)]
-    return None
+    return _module_model_class(config)
+
+
+def _module_model_class(config: Any) -> type | None:
+    """The one base model class of the config's own transformers modeling module built from
+    exactly this config class, where no auto mapping lists it (the text configs of
+    Ernie-4.5-VL, HunYuan-VL, PaddleOCR-VL: ``Ernie4_5_VLMoeTextModel``); None otherwise."""
+    name = type(config).__module__
+    if not name.startswith("transformers.models.") or ".configuration_" not in name:
+        return None
+    try:
+        module = importlib.import_module(name.replace(".configuration_", ".modeling_"))
+    except ImportError:
+        return None
+    found = {
+        c
+        for c in vars(module).values()
+        if isinstance(c, type)
+        and c.__dict__.get("config_class") is type(config)
+        and c.__name__.endswith("Model")
+        and not c.__name__.endswith("PreTrainedModel")
+    }
+    # aliases (``Ernie4_5_VL_MoeTextModel``) subclass the class they rename
+    roots = [c for c in found if not any(c is not d and issubclass(c, d) for d in found)]
+    return roots[0] if len(roots) == 1 else None
 
 
 def _digest(config: Any) -> str:

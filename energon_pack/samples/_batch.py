@@ -25,6 +25,7 @@ from energon_pack.attention import (
     document_metadata,
     flash_attn_kwargs,
     hf_kwargs,
+    model_mrope_rows,
     packed_seq_params,
 )
 from energon_pack.samples._counts import PackingCounts
@@ -101,6 +102,9 @@ class PackedTextBatch(Batch):
     #: (B, L) int64 the packs' ``token_type_ids`` (0 on padding), or None; ``hf_kwargs`` builds
     #: the bidirectional blocks of Gemma 3 VLMs and PaliGemma from them.
     token_type_ids: torch.Tensor | None = None
+    #: (B, L) int64 the packs' ``moe_mm_token_type_ids`` (0 on padding), or None; ``hf_kwargs``
+    #: passes them to the model (Ernie-4.5-VL's experts route image tokens by them).
+    moe_mm_token_type_ids: torch.Tensor | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # explicit class: zero-argument super() fails in slots dataclasses before Python 3.14
@@ -197,9 +201,9 @@ class PackedTextBatch(Batch):
             tokens[r, : p.length] = p.tokens
             labels[r, : p.length] = p.labels
         sources = [s for p in packs for s in (p.__sources__ or ())]
-        types = token_types(
-            packs, [r * length for r in range(len(packs))], labels.numel(), "pack", "batch"
-        )
+        offsets = [r * length for r in range(len(packs))]
+        types = token_types(packs, offsets, labels.numel(), "pack", "batch")
+        moe = token_types(packs, offsets, labels.numel(), "pack", "batch", "moe_mm_token_type_ids")
         return cls(
             __key__=[p.__key__ for p in packs],
             __restore_key__=(),
@@ -215,6 +219,7 @@ class PackedTextBatch(Batch):
             sample_keys=[list(p.sample_keys) for p in packs],
             counts=PackingCounts.total(p.counts for p in packs),
             token_type_ids=None if types is None else types.view(len(packs), length),
+            moe_mm_token_type_ids=None if moe is None else moe.view(len(packs), length),
             **cls.modality_fields(packs, length),
         )
 
@@ -243,6 +248,7 @@ class PackedTextBatch(Batch):
         if options.get("config") is None:
             refuse_bidirectional(self, "hf_kwargs() without config=model")
         options.setdefault("token_type_ids", self.token_type_ids)
+        options.setdefault("moe_mm_token_type_ids", self.moe_mm_token_type_ids)
         return hf_kwargs(self.metadata, self.tokens, labels, attn_implementation, **options)
 
     def block_mask(self, *, block_size: int = DEFAULT_BLOCK_SIZE) -> BlockMask:
@@ -297,7 +303,9 @@ class PackedCaptioningBatch(PackedImageFields, PackedTextBatch):
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         kwargs.update(image_kwargs(self.pixel_values, self.image_grid_thw))
         if self.mrope_position_ids is not None:
-            kwargs["position_ids"] = self.mrope_position_ids
+            kwargs["position_ids"] = model_mrope_rows(
+                self.mrope_position_ids, options.get("config")
+            )
         return kwargs
 
 
@@ -331,7 +339,9 @@ class PackedMultimodalBatch(VideoFields, PackedCaptioningBatch):
             kwargs["pixel_values_videos"] = self.pixel_values_videos
             kwargs["video_grid_thw"] = self.video_grid_thw
         if self.mrope_position_ids is not None:
-            kwargs["position_ids"] = self.mrope_position_ids
+            kwargs["position_ids"] = model_mrope_rows(
+                self.mrope_position_ids, options.get("config")
+            )
         return kwargs
 
 
@@ -342,12 +352,13 @@ def image_kwargs(
     batch_num_images: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """The model's image kwargs, by the layout of the family's pixels: patch rows
-    ``(rows, dim)`` with ``image_grid_thw`` (Qwen-VL); tiles ``(tiles, 3, H, W)`` as they are
+    ``(rows, dim)`` or whole patches ``(patches, 3, p, p)`` (PaddleOCR-VL) with
+    ``image_grid_thw`` (patch grids: some row's ``h * w > 1``); tiles ``(tiles, 3, H, W)`` as they are
     (InternVL); split tiles ``(tiles, 1, 3, S, S)`` as ``(1, tiles, 3, S, S)`` (Idefics3); with
     ``image_sizes`` (LLaVA-NeXT, -OneVision) each image's patches padded to
     ``(images, max_patches, 3, S, S)`` as the processor gives them, the sizes and
     ``batch_num_images`` (images per document, OneVision)."""
-    if pixel_values.dim() == 2:
+    if pixel_values.dim() == 2 or (grid.view(-1, 3)[:, 1:].prod(dim=1) > 1).any():
         return {"pixel_values": pixel_values, "image_grid_thw": grid}
     if pixel_values.dim() == 5:
         return {"pixel_values": pixel_values.transpose(0, 1)}
@@ -359,7 +370,8 @@ def image_kwargs(
 
 
 def _stack_mrope(packs: Sequence[PackedCaptioningSample], length: int) -> torch.Tensor | None:
-    """(3, B, L) mRoPE ids, tail padding continuing each row's count; None if no pack has them."""
+    """(3, B, L) mRoPE ids ((4, B, L): HunYuan-VL's), tail padding continuing each row's count;
+    None if no pack has them."""
     missing = [p.__key__ for p in packs if p.mrope_position_ids is None]
     if missing and len(missing) < len(packs):
         raise ValueError(
@@ -368,7 +380,10 @@ def _stack_mrope(packs: Sequence[PackedCaptioningSample], length: int) -> torch.
         )
     if missing:
         return None
-    mrope = torch.empty(3, len(packs), length, dtype=torch.int64)
+    rows = packs[0].mrope_position_ids.shape[0]  # 3; HunYuan-VL's xdrope: 4
+    if any(p.mrope_position_ids.shape[0] != rows for p in packs):
+        raise ValueError("the packs of a batch have mRoPE positions of different layouts")
+    mrope = torch.empty(rows, len(packs), length, dtype=torch.int64)
     for r, p in enumerate(packs):
         assert p.mrope_position_ids is not None
         n = p.length

@@ -32,6 +32,9 @@ class EncodedSample(Sample):
     #: (n,) int64 token types as the model's processor returns them, for models whose
     #: attention reads them (Gemma 3: 1 on image tokens; PaliGemma: 0 on the prefix), or None.
     token_type_ids: torch.Tensor | None = None
+    #: (n,) int64 the modality of each token as MoE layers route it, for models whose experts
+    #: read them (Ernie-4.5-VL: 1 on image tokens and the image start/end around them), or None.
+    moe_mm_token_type_ids: torch.Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -54,10 +57,12 @@ class EncodedSample(Sample):
         argument ``super()`` fails in slots dataclasses before Python 3.14.
         """
         types = None if self.token_type_ids is None else self.token_type_ids[start:end]
+        moe = self.moe_mm_token_type_ids
         return {
             "tokens": self.tokens[start:end],
             "loss_mask": self.loss_mask[start:end],
             "token_type_ids": types,
+            "moe_mm_token_type_ids": None if moe is None else moe[start:end],
         }
 
     def slice(self, start: int, end: int, *, key: str | None = None) -> EncodedSample:

@@ -75,7 +75,8 @@ _LAYOUTS = (
     ("token_type_ids", "Gemma 3 / PaliGemma (token_type_ids: images attended both ways)"),
     ("image_sizes", "LLaVA-NeXT / LLaVA-OneVision (anyres patches with image_sizes)"),
     (5, "Idefics3 / SmolVLM (split tiles)"),
-    (4, "InternVL / Gemma 3 / PaliGemma (whole tiles or images)"),
+    (4, "InternVL / Gemma 3 / PaliGemma / PaddleOCR-VL (whole tiles, images or patches)"),
+    ("moe_mm_token_type_ids", "Ernie-4.5-VL (moe_mm_token_type_ids for its experts)"),
 )
 
 
@@ -91,6 +92,12 @@ def _refuse_other_families(batch: PackedCaptioningBatch) -> None:
                 "and Qwen3-VL (patch rows with image_grid_thw and mRoPE) have a Megatron layout "
                 "so far. Use batch.hf_kwargs(impl, config=model) for this family."
             )
+    if batch.mrope_position_ids is not None and batch.mrope_position_ids.shape[0] != 3:
+        raise ValueError(
+            "megatron_batch(): this batch is a HunYuan-VL batch (4-row XD-RoPE positions); only "
+            "Qwen2-VL, Qwen2.5-VL and Qwen3-VL have a Megatron layout so far. Use "
+            "batch.hf_kwargs(impl, config=model) for this family."
+        )
     if batch.mrope_position_ids is None:
         raise ValueError(
             "megatron_batch(): this Qwen-VL batch has no mRoPE positions; build its packs with "

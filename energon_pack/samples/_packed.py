@@ -22,6 +22,7 @@ from energon_pack.attention import (
     frame_runs,
     mrope_position_ids,
     position_ids_from_lengths,
+    xdrope_position_ids,
 )
 from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._encoded import (
@@ -84,6 +85,8 @@ class PackedTextSample(Sample):
     #: (n,) int64 the documents' ``token_type_ids`` (0 on alignment padding), or None when
     #: the documents have none.
     token_type_ids: torch.Tensor | None = None
+    #: (n,) int64 the documents' ``moe_mm_token_type_ids`` (0 on alignment padding), or None.
+    moe_mm_token_type_ids: torch.Tensor | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # explicit class: zero-argument super() fails in slots dataclasses before Python 3.14
@@ -133,6 +136,9 @@ class PackedTextSample(Sample):
             doc_lengths_padded=padded,
             sample_keys=keys,
             token_type_ids=token_types(samples, layout.starts, sum(padded), "sample", "pack"),
+            moe_mm_token_type_ids=token_types(
+                samples, layout.starts, sum(padded), "sample", "pack", "moe_mm_token_type_ids"
+            ),
             **cls.modality_fields(samples, layout, **options),
         )
 
@@ -202,13 +208,15 @@ class PackedMultimodalSample(VideoFields, PackedCaptioningSample):
         layout: PackLayout,
         *,
         mrope: bool = False,
+        mrope_layout: str = "qwen",
         spatial_merge_size: int = 2,
         tokens_per_second: float | None = None,
         batch_num_images: bool = False,
     ) -> dict[str, Any]:
         """Images and videos as the captioning pack joins images, images per document with
-        ``batch_num_images``, and with ``mrope=True`` the ``(3, n)`` positions of each document
-        over its image and video runs."""
+        ``batch_num_images``, and with ``mrope=True`` the positions of each document over its
+        image and video runs by ``mrope_layout`` (``"qwen"``: ``(3, n)``; ``"xdrope"``,
+        HunYuan-VL: ``(4, n)``, images only)."""
         fields = PackedCaptioningSample.modality_fields(samples, layout)
         if batch_num_images:
             per_doc = [len(s.image_grid_thw.view(-1, 3)) for s in samples]
@@ -217,7 +225,9 @@ class PackedMultimodalSample(VideoFields, PackedCaptioningSample):
         fields["video_second_per_grid"] = torch.cat(
             [s.video_second_per_grid.view(-1) for s in samples]
         ).to(torch.float32)
-        if mrope:
+        if mrope and mrope_layout == "xdrope":
+            fields["mrope_position_ids"] = _xdrope(samples, layout, spatial_merge_size)
+        elif mrope:
             fields["mrope_position_ids"] = _mrope(
                 samples, layout, spatial_merge_size, tokens_per_second
             )
@@ -250,6 +260,23 @@ def _mrope(
             )
         )
     return torch.cat(per_document, dim=1)
+
+
+def _xdrope(
+    samples: Sequence[EncodedMultimodalSample], layout: PackLayout, merge: int
+) -> torch.Tensor:
+    """``(4, n)`` HunYuan-VL positions of a pack (:func:`xdrope_position_ids` per document)."""
+    if any(len(doc.video_grid_thw) for doc in samples):
+        raise ValueError("xdrope positions (HunYuan-VL) are laid out for images only")
+    return torch.cat(
+        [
+            xdrope_position_ids(
+                n, doc.image_spans, doc.image_grid_thw, spatial_merge_size=merge, padded_length=p
+            )
+            for doc, n, p in zip(samples, layout.lengths, layout.padded)
+        ],
+        dim=1,
+    )
 
 
 def _runs(
@@ -299,26 +326,33 @@ def concat_media(
 
 
 def token_types(
-    members: Sequence[Any], offsets: Sequence[int], size: int, member: str, container: str
+    members: Sequence[Any],
+    offsets: Sequence[int],
+    size: int,
+    member: str,
+    container: str,
+    name: str = "token_type_ids",
 ) -> torch.Tensor | None:
-    """The members' ``token_type_ids`` at their offsets in a ``(size,)`` int64 tensor, 0 on
-    padding; None when no member has them. All or none: one member without them is an error."""
-    missing = [m.__key__ for m in members if m.token_type_ids is None]
+    """The members' per-token ``name`` (``token_type_ids``, ``moe_mm_token_type_ids``) at their
+    offsets in a ``(size,)`` int64 tensor, 0 on padding; None when no member has them. All or
+    none: one member without them is an error."""
+    missing = [m.__key__ for m in members if getattr(m, name) is None]
     if len(missing) == len(members):
         return None
     if missing:
         raise ValueError(
-            f"{member} {missing[0]!r} has no token_type_ids but others in its {container} do; "
-            "give every document token_type_ids (zeros for text-only ones)"
+            f"{member} {missing[0]!r} has no {name} but others in its {container} do; "
+            f"give every document {name} (zeros for text-only ones)"
         )
     out = torch.zeros(size, dtype=torch.int64)
     for m, start in zip(members, offsets):
-        if m.token_type_ids.shape != (m.length,):
+        types = getattr(m, name)
+        if types.shape != (m.length,):
             raise ValueError(
-                f"{member} {m.__key__!r}: token_type_ids {tuple(m.token_type_ids.shape)} for "
+                f"{member} {m.__key__!r}: {name} {tuple(types.shape)} for "
                 f"{m.length} tokens; give one type per token"
             )
-        out[start : start + m.length] = m.token_type_ids
+        out[start : start + m.length] = types
     return out
 
 

@@ -73,7 +73,7 @@ class CaptioningPackingTaskEncoder(PackingTaskEncoder[CaptioningSample]):
         #: Writes pixel rows in place, bit-identical to the processor (None: the processor's).
         self.fast_pixels = self.media.fast
         self.image_token_id = self.tokenizer.token_id(image_token)
-        if not isinstance(self.media.family, PatchGrids):
+        if type(self.media.family) is not PatchGrids:  # Qwen-VL's own classes only
             raise ValueError(
                 f"CaptioningPackingTaskEncoder lays images out Qwen-VL style; for "
                 f"{self.media.family.name} use ConversationPackingTaskEncoder (a user turn "

@@ -179,10 +179,12 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         return None if token is None or token not in vocab else int(vocab[token])
 
     def pack_options(self) -> dict[str, Any]:
-        """``mrope``, the spatial merge, ``tokens_per_second`` and whether packs count images
-        per document (``batch_num_images``, families laid out ``per_document``)."""
+        """``mrope`` and the family's ``mrope_layout``, the spatial merge, ``tokens_per_second``
+        and whether packs count images per document (``batch_num_images``, families laid out
+        ``per_document``)."""
         return {
             "mrope": self.mrope,
+            "mrope_layout": self.media.family.mrope_layout,
             "spatial_merge_size": self.media.merge_size,
             "tokens_per_second": self.tokens_per_second,
             "batch_num_images": self.media.family.per_document,
@@ -395,6 +397,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             image_grid_thw=images.grid_thw,
             image_spans=_spans(spans.get(self.image_token_id, [])),
             token_type_ids=self._token_types(ids, mask),
+            moe_mm_token_type_ids=self._moe_token_types(ids),
             pixel_values_videos=videos.pixel_values,
             video_grid_thw=videos.grid_thw,
             video_spans=_spans(video_spans),
@@ -410,6 +413,15 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             return None
         ones = torch.tensor(mask) if kind == "suffix" else torch.tensor(ids) == self.image_token_id
         return ones.to(torch.int64).view(-1)
+
+    def _moe_token_types(self, ids: list[int]) -> torch.Tensor | None:
+        """Families whose MoE layers route by modality (``family.moe_token_types``): 1 on image
+        tokens and the vision start/end tokens, 0 elsewhere, as the processor's
+        ``create_moe_mm_token_type_ids``; None for the others."""
+        if not self.media.family.moe_token_types:
+            return None
+        vision = torch.tensor([self.image_token_id, *self._vision_ids], dtype=torch.int64)
+        return torch.isin(torch.tensor(ids, dtype=torch.int64), vision).to(torch.int64)
 
     @classmethod
     def tag_mismatch(

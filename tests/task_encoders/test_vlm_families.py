@@ -2,8 +2,8 @@
 """The family registry: every family is found by the exact transformers classes it lists (fast
 and slow image processors, its processors); a processor or image processor class no family
 lists is refused by the encoders naming its class and the page on adding a family, never packed
-as a family guessed from its attributes (Ernie-4.5-VL, HunYuan-VL, ShieldGemma 2, PaddleOCR-VL,
-Ovis2, VideoLLaMA3, GLM-4V, LLaVA, Gemma 4 image processors all carry Qwen- or Gemma-like
+as a family guessed from its attributes (ShieldGemma 2,
+Ovis2, VideoLLaMA3, LLaVA, Gemma 4 image processors all carry Qwen- or Gemma-like
 attributes). The fast (torchvision) classes cannot be built here: they are checked by name."""
 
 from __future__ import annotations
@@ -31,12 +31,8 @@ from energon_pack_tools import make_image_processor
 
 #: Real transformers image processors (PIL backend, built from defaults) of unverified families.
 UNREGISTERED = [
-    ("ernie4_5_vl_moe", "Ernie4_5_VLMoeImageProcessorPil"),
-    ("hunyuan_vl", "HunYuanVLImageProcessorPil"),
-    ("paddleocr_vl", "PaddleOCRVLImageProcessorPil"),
     ("ovis2", "Ovis2ImageProcessorPil"),
     ("video_llama_3", "VideoLlama3ImageProcessorPil"),
-    ("glm4v", "Glm4vImageProcessorPil"),
     ("llava", "LlavaImageProcessorPil"),
     ("gemma4", "Gemma4ImageProcessorPil"),
 ]
@@ -136,13 +132,13 @@ def test_unregistered_processors_are_refused_by_the_encoders(tmp_path, vlm_token
     loaded = SimpleNamespace(
         image_processor=gemma, image_seq_length=4, processor_class="ShieldGemma2Processor"
     )
-    hunyuan = _pil_image_processor("hunyuan_vl", "HunYuanVLImageProcessorPil")
+    ovis2 = _pil_image_processor("ovis2", "Ovis2ImageProcessorPil")
     for cls in (ConversationPackingTaskEncoder, VQAPackingTaskEncoder):
         for processor in (shield, loaded):
             with pytest.raises(ValueError, match="^ShieldGemma2Processor is not a registered"):
                 cls(path, processor, pack_size=64)
-        with pytest.raises(ValueError, match="^HunYuanVLImageProcessorPil .*not a registered"):
-            cls(vlm_tokenizer_dir, hunyuan, pack_size=64)
+        with pytest.raises(ValueError, match="^Ovis2ImageProcessorPil .*not a registered"):
+            cls(vlm_tokenizer_dir, ovis2, pack_size=64)
         with pytest.raises(ValueError, match="pass the whole Gemma3Processor"):
             cls(vlm_tokenizer_dir, gemma, pack_size=64)
         idefics = _pil_image_processor("idefics3", "Idefics3ImageProcessorPil")

@@ -118,3 +118,44 @@ def vlm_datasets(
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     return {"vqa": (vqa, vqa_ref), "conversation": (out, conv_ref)}
+
+
+#: llava-hf/llava-v1.6-mistral-7b-hf's chat template for string contents: no BOS of its own
+#: (the tokenizer's post-processor adds it when the processor tokenizes).
+MISTRAL_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+    "{% else %}{{ ' ' + message['content'] + eos_token }}{% endif %}"
+    "{% endfor %}"
+)
+
+
+def llama_tokenizer(path: Path, texts: list[str], tokens: list[str]) -> Path:
+    """A transformers ``LlamaTokenizer`` (byte-fallback BPE over ``▁``-prefixed words, trained
+    here on ``texts``) built with ``add_bos_token=True``, so its own post-processor puts BOS in
+    front of every text, as Llama and Mistral checkpoints do; ``tokens`` added as special
+    tokens, Mistral's LLaVA-NeXT chat template; saved to ``path``."""
+    import json
+    import string
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import LlamaTokenizer
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    bpe.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    trainer = trainers.BpeTrainer(
+        special_tokens=["<unk>", "<s>", "</s>"],
+        vocab_size=400,
+        initial_alphabet=list(string.ascii_letters + string.digits + string.punctuation + "▁"),
+        show_progress=False,
+    )
+    bpe.train_from_iterator([*texts, "[INST] [/INST]"] * 3, trainer=trainer)
+    model = json.loads(bpe.to_str())["model"]
+    tok = LlamaTokenizer(
+        vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]], add_bos_token=True
+    )
+    tok.add_tokens(tokens, special_tokens=True)
+    tok.pad_token = tok.unk_token
+    tok.chat_template = MISTRAL_CHAT_TEMPLATE
+    tok.save_pretrained(path)
+    return path

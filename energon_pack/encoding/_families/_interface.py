@@ -64,10 +64,17 @@ class VisionFamily(Protocol):
     token_types: ClassVar[str | None]
     #: Documents are one prompt and one answer laid out as a prefix-LM processor does.
     prefix_lm: ClassVar[bool]
+    #: The model's MoE layers read ``moe_mm_token_type_ids`` (1 on image tokens and the vision
+    #: start/end around them), which each document then carries (Ernie-4.5-VL).
+    moe_token_types: ClassVar[bool]
     #: Videos go through this family.
     videos: ClassVar[bool]
-    #: The model takes 3-row mRoPE positions.
+    #: The model takes mRoPE positions.
     mrope: ClassVar[bool]
+    #: Their rule (``attention.MROPE_LAYOUTS``): ``"qwen"`` (3 rows: temporal, height, width;
+    #: text after an image resumes past its largest position) or ``"xdrope"`` (HunYuan-VL: 4
+    #: rows: the 1-D position, then width, height and image index inside each image's grid).
+    mrope_layout: ClassVar[str]
     #: The model reads each image's original ``image_sizes``.
     image_sizes: ClassVar[bool]
     #: A document's images are laid out together (the model reads ``batch_num_images``).
@@ -128,8 +135,10 @@ class StackedItems:
     text_layout: ClassVar[str | None] = None
     token_types: ClassVar[str | None] = None
     prefix_lm: ClassVar[bool] = False
+    moe_token_types: ClassVar[bool] = False
     videos: ClassVar[bool] = False
     mrope: ClassVar[bool] = False
+    mrope_layout: ClassVar[str] = "qwen"
     image_sizes: ClassVar[bool] = False
     per_document: ClassVar[bool] = False
     can_plan = True

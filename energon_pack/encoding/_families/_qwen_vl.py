@@ -36,8 +36,10 @@ class PatchGrids:
     text_layout: ClassVar[str | None] = None
     token_types: ClassVar[str | None] = None
     prefix_lm: ClassVar[bool] = False
+    moe_token_types: ClassVar[bool] = False
     videos: ClassVar[bool] = True
     mrope: ClassVar[bool] = True
+    mrope_layout: ClassVar[str] = "qwen"
     image_sizes: ClassVar[bool] = False
     per_document: ClassVar[bool] = False
     default_tokens: ClassVar[dict[str, str | None]] = {

@@ -15,11 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from energon_pack.encoding._families._ernie45_vl import ErniePatchGrids
 from energon_pack.encoding._families._gemma3 import Images
+from energon_pack.encoding._families._glm4v import Glm4vPatchGrids, Glm46vPatchGrids
+from energon_pack.encoding._families._hunyuan_vl import RowNewlineGrids
 from energon_pack.encoding._families._idefics3 import SmolVLMTiles, SplitTiles
 from energon_pack.encoding._families._interface import VisionFamily, transformers_class
 from energon_pack.encoding._families._internvl import Tiles
 from energon_pack.encoding._families._llava_next import Anyres, AnyresDocuments
+from energon_pack.encoding._families._paddleocr_vl import WholePatchGrids
 from energon_pack.encoding._families._paligemma import PrefixImages
 from energon_pack.encoding._families._qwen_vl import PatchGrids
 
@@ -43,9 +47,23 @@ FAMILIES: tuple[type[VisionFamily], ...] = (
     SmolVLMTiles,
     Anyres,
     AnyresDocuments,
+    Glm4vPatchGrids,
+    Glm46vPatchGrids,
+    ErniePatchGrids,
+    RowNewlineGrids,
+    WholePatchGrids,
 )
 #: The page that says how to add a family (named in every refusal).
 ADD_A_FAMILY = "docs/howto/add-a-family.md"
+_GEMMA4 = (
+    "Gemma 4 pads each image to a fixed patch budget with its own image_position_ids, counts "
+    "its soft tokens per aspect ratio, and its models with use_bidirectional_attention='vision' "
+    "let image tokens attend both ways in sliding layers only; no family lays that out yet"
+)
+#: Unregistered classes whose refusal also says why their layout is not served.
+REASONS = dict.fromkeys(
+    ("Gemma4Processor", "Gemma4ImageProcessor", "Gemma4ImageProcessorPil"), _GEMMA4
+)
 
 
 def video_families() -> list[str]:
@@ -60,11 +78,12 @@ def _served() -> str:
     )
 
 
-def _refuse(what: str) -> ValueError:
+def _refuse(name: str, what: str = "") -> ValueError:
+    reason = f" ({REASONS[name]})" if name in REASONS else ""
     return ValueError(
-        f"{what} is not a registered VLM processor class, so packing cannot say how its images "
-        f"become tokens and pixels (registered: {_served()}). Adding a family is one module and "
-        f"one registry line: see {ADD_A_FAMILY}."
+        f"{name}{what} is not a registered VLM processor class, so packing cannot say how its "
+        f"images become tokens and pixels{reason} (registered: {_served()}). Adding a family is "
+        f"one module and one registry line: see {ADD_A_FAMILY}."
     )
 
 
@@ -99,7 +118,7 @@ def family_for(processor: str | None, image_processor: str) -> type[VisionFamily
     if processor is not None and not any(processor in f.processors for f in FAMILIES):
         raise _refuse(processor)
     if not any(image_processor in f.image_processors for f in FAMILIES):
-        raise _refuse(f"{image_processor} (an image processor)")
+        raise _refuse(image_processor, " (an image processor)")
     for family in FAMILIES:
         if image_processor not in family.image_processors:
             continue

@@ -18,6 +18,7 @@ from energon_pack.energon._carry_over_dataset import build_carry_over_dataset
 from energon_pack.energon._grouped_build import (
     GROUP_SUBFLAVOR,
     GroupBranch,
+    PackingGroupError,
     build_grouped_train_datasets,
     leaf_groups,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "GroupBranch",
     "guard_reader",
     "leaf_groups",
+    "PackingGroupError",
     "rebuilding",
     "restoring_item",
     "resumable",

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from megatron.energon.errors import FatalSampleError
 from megatron.energon.metadataset.loader_interface import DatasetBlendMode
 from megatron.energon.task_encoder.base import TaskEncoder
 from megatron.energon.wrappers import (
@@ -31,10 +32,21 @@ from megatron.energon.wrappers import (
 from energon_pack.energon._size_blend import SizeBlendDataset
 from energon_pack.energon._version import check_energon_version
 
-__all__ = ["GROUP_SUBFLAVOR", "GroupBranch", "build_grouped_train_datasets", "leaf_groups"]
+__all__ = [
+    "GROUP_SUBFLAVOR",
+    "GroupBranch",
+    "PackingGroupError",
+    "build_grouped_train_datasets",
+    "leaf_groups",
+]
 
 #: The subflavor that names a leaf's packing group (set on a leaf or on a nested metadataset).
 GROUP_SUBFLAVOR = "packing_group"
+
+
+class PackingGroupError(FatalSampleError, ValueError):
+    """A document reached another packing group's buffer than its own: the loader stops
+    (energon's error handler never swallows a ``FatalSampleError``)."""
 
 
 def leaf_groups(datasets: Sequence[Any]) -> list[str | None]:

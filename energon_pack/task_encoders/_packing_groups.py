@@ -33,6 +33,7 @@ from energon_pack.algorithms._registry import check_algorithm
 from energon_pack.energon import (
     GROUP_SUBFLAVOR,
     GroupBranch,
+    PackingGroupError,
     build_grouped_train_datasets,
     leaf_groups,
 )
@@ -110,7 +111,7 @@ class BranchSelect:
     def __call__(self, samples: list[Any]) -> list[list[Any]]:
         for sample in samples:
             if group_of(sample) != self.group:
-                raise ValueError(
+                raise PackingGroupError(
                     f"document {sample.__key__!r} of packing group {self.group!r} carries "
                     f"packing_group {group_of(sample)!r} in its __subflavors__: build documents "
                     "with EncodedSample.derive_from(raw_sample, ...) so that they keep the raw "

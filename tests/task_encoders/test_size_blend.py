@@ -138,7 +138,8 @@ def test_a_bad_size_names_the_sample(blend: Path) -> None:
 BENCHMARK = Path(__file__).parents[1] / "benchmarks" / "blend_shares.py"
 
 #: At 2 workers, in a subprocess (a dropped multi-worker loader stalls the next gc): save after
-#: 7 packs, restore, and compare with the uninterrupted run; one blend, then packing groups.
+#: 7 packs, restore, and compare with the uninterrupted run (the saved loader's own next 9);
+#: one blend, then packing groups.
 TWO_WORKER_RESUME = """
 import itertools, sys
 from pathlib import Path
@@ -158,11 +159,12 @@ def loader(meta, groups):
 for groups in (False, True):
     root = Path(sys.argv[1]) / str(groups)
     meta = make_short_long_blend(root, groups=("chat", "docs") if groups else None)
-    reference = list(itertools.islice(iter(loader(meta, groups)), 16))
     first = loader(meta, groups)
     it = iter(first)
-    consumed = [next(it) for _ in range(7)]
+    reference = [next(it) for _ in range(7)]
     state = first.save_state_rank()
+    reference += [next(it) for _ in range(9)]  # the saved loader goes on: its state is a copy
+    consumed = reference[:7]
     resumed = loader(meta, groups)
     resumed.restore_state_rank(state)
     stream = consumed + list(itertools.islice(iter(resumed), 9))

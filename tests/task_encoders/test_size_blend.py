@@ -233,17 +233,24 @@ def test_blend_index_reads_the_blend_place_from_a_restore_key() -> None:
     assert blend_index(("MapDataset", 3, "Webdataset", 2)) is None
 
 
-@pytest.mark.slow  # two ranks' loaders
-def test_each_of_two_ranks_holds_the_weights(blend: Path) -> None:
+@pytest.mark.slow  # two ranks' loaders, twice
+def test_each_of_two_ranks_holds_the_weights(blend: Path, tmp_path: Path) -> None:
     """energon gives each rank its own slice and each rank's loader its own blend state: both
-    ranks of a world of 2 train 1:1 in tokens."""
+    ranks of a world of 2 train 1:1 in tokens, with one packing buffer and with packing
+    groups (docs/howto/blends.md)."""
     from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 
-    for rank in (0, 1):
+    from energon_pack.task_encoders import PackingPolicy
+
+    datasets = [(blend.parent / "short", 1.0), (blend.parent / "long", 1.0)]
+    grouped = make_blend_metadataset(tmp_path / "groups.yaml", datasets, ["chat", "docs"])
+    policies = {"chat": PackingPolicy(buffer_size=128), "docs": PackingPolicy(buffer_size=4)}
+    for rank, groups in itertools.product((0, 1), (False, True)):
         encoder = LengthTextEncoder(pack_size=PACK, overlong="split")
         encoder.blend_size = "tokens"
+        encoder.packing_groups = policies if groups else None
         dataset = get_train_dataset(
-            str(blend),
+            str(grouped if groups else blend),
             worker_config=WorkerConfig(rank=rank, world_size=2, num_workers=0),
             batch_size=None,
             packing_buffer_size=32,
@@ -254,5 +261,5 @@ def test_each_of_two_ranks_holds_the_weights(blend: Path) -> None:
         )
         packs = _take_tokens(get_savable_loader(dataset), EPOCH_TOKENS // 2)
         shares = trained_shares(packs)
-        assert abs(shares.token_share(0) - 0.5) < 0.01, (rank, shares)
+        assert abs(shares.token_share(0) - 0.5) < 0.01, (rank, groups, shares)
         assert PackingCounts.total(p.counts for p in packs).dataset_tokens == shares.tokens

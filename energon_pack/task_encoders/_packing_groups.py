@@ -8,7 +8,7 @@ metadataset for all its leaves); the encoder maps group names to :class:`Packing
       - weight: 1                                  "video": PackingPolicy(
         path: ./video                                  buffer_size=8, max_media_tokens_per_pack=8192),
         subflavors: {packing_group: video}         "text": PackingPolicy(
-      - weight: 1                                      buffer_size=256, algorithm="best_fit"),
+      - weight: 1                                      buffer_size=256, algorithm="next_fit"),
         path: ./chat                           }
         subflavors: {packing_group: text}
 

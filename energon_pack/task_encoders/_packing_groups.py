@@ -24,6 +24,7 @@ saved state; the fingerprint names a changed policy (``packing_groups.video.buff
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -140,6 +141,13 @@ def grouped_train_datasets(encoder: Any, worker_config: Any, kwargs: dict[str, A
         raise ValueError(
             f"the metadataset names packing_group {unknown} in its subflavors, but "
             f"encoder.packing_groups has {sorted(policies)}: add a PackingPolicy for each."
+        )
+    unused = sorted(set(policies) - set(names))
+    if unused:
+        warnings.warn(
+            f"encoder.packing_groups {unused} name no dataset of this metadataset (none has "
+            f"that {GROUP_SUBFLAVOR!r} in its subflavors): their policies are not used.",
+            stacklevel=2,
         )
     blend = blend_description(encoder)
     if blend is not None and blend != BlendSize.TOKENS.value:

@@ -276,18 +276,30 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
         With media budgets or ``step_packs`` in the config, each document's
         :attr:`~energon_pack.samples.EncodedSample.media_load` goes to the algorithm too: no
-        pack exceeds a budget and the step order levels the vision load.
+        pack exceeds a budget and the step order levels the vision load. With
+        :attr:`packing_groups`, each group's documents are packed apart under its policy (a
+        training buffer holds one group; a validation buffer may hold several).
         """
-        lengths = [len(s.tokens) for s in samples]
-        spec = self._spec_of(samples[0]) if samples else self.config
+        group = group_of(samples[0]) if samples and self.packing_groups else None
         buffer = self._stock_buffer_size
-        if self._group_leaves is not None and spec.carry_over is None:
-            buffer = self._group_buffers.get(group_of(samples[0]) if samples else None, buffer)
+        if self._group_leaves is not None and self.spec_for_group(group).carry_over is None:
+            buffer = self._group_buffers.get(group, buffer)
         if not self._warned_small_buffer and len(samples) >= buffer:
             # A full buffer (not the end-of-data flush) that cannot fill a pack: say so once.
             self._warned_small_buffer = warn_if_buffer_too_small(
-                lengths, self.config.pack_size, len(samples)
+                [len(s.tokens) for s in samples], self.config.pack_size, len(samples)
             )
+        if not self.packing_groups:
+            return self._select(samples, self.config)
+        parts: dict[str | None, list[EncodedSample]] = {}
+        for sample in samples:
+            parts.setdefault(group_of(sample), []).append(sample)
+        return [b for g, part in parts.items() for b in self._select(part, self.spec_for_group(g))]
+
+    @staticmethod
+    def _select(samples: list[EncodedSample], spec: PackingSpec) -> list[list[EncodedSample]]:
+        """``samples`` in bins of ``spec``'s algorithm, limits and budgets."""
+        lengths = [len(s.tokens) for s in samples]
         media = MediaLoad.of(s.media_load for s in samples) if spec.uses_media else None
         bins = pack_lengths(lengths, spec, media=media)
         return [[samples[i] for i in b] for b in bins]

@@ -195,3 +195,31 @@ def test_media_budgets_per_group(
     assert any(t > 10 or i > 2 for t, i in load["free"]), load
     three_images = {k for k, r in records.items() if r["id"] % 4 == 2}
     assert set(encoder.stats.dropped_keys) <= three_images and encoder.stats.dropped_keys
+
+
+def test_validation_packs_each_groups_documents_apart(blend: Path, tmp_path: Path) -> None:
+    """A validation blend is packed in the loader's one buffer, each group's documents apart
+    under its policy: no pack mixes groups, ``docs`` packs hold at most 2, none is lost."""
+    from megatron.energon import WorkerConfig, get_loader, get_val_dataset
+
+    meta = tmp_path / "val.yaml"
+    meta.write_text(
+        "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  val:\n    blend:\n"
+        + "".join(
+            f"      - path: {blend.parent / name}\n        split_part: train\n"
+            f"        subflavors: {{packing_group: {group}}}\n"
+            for name, group in (("short", "chat"), ("long", "docs"))
+        )
+    )
+    dataset = get_val_dataset(
+        str(meta),
+        worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
+        batch_size=None,
+        packing_buffer_size=32,
+        task_encoder=_encoder(),
+    )
+    packs = list(get_loader(dataset))
+    for pack in packs:
+        assert len({n <= 64 for n in pack.doc_lengths}) == 1, pack.doc_lengths
+        assert max(pack.doc_lengths) <= 64 or len(pack.doc_lengths) <= 2, pack.doc_lengths
+    assert sum(len(p.doc_lengths) for p in packs) == 500  # 400 short + 100 long, none split

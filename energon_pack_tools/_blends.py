@@ -20,29 +20,42 @@ __all__ = ["BlendShares", "make_blend_metadataset", "make_short_long_blend", "tr
 SHORT_MAX = 64
 
 
-def make_blend_metadataset(path: Path, weighted: Sequence[tuple[Path, float]]) -> Path:
-    """A MetadatasetV2 YAML at ``path`` whose train split is ``blend:`` of ``(dataset, weight)``."""
+def make_blend_metadataset(
+    path: Path,
+    weighted: Sequence[tuple[Path, float]],
+    groups: Sequence[str | None] | None = None,
+) -> Path:
+    """A MetadatasetV2 YAML at ``path`` whose train split is ``blend:`` of ``(dataset, weight)``;
+    ``groups``: each dataset's ``packing_group`` subflavor (None: none)."""
     lines = ["__module__: megatron.energon", "__class__: MetadatasetV2", "splits:", "  train:"]
     lines.append("    blend:")
-    for dataset, weight in weighted:
+    for i, (dataset, weight) in enumerate(weighted):
         lines += [f"      - weight: {weight}", f"        path: {Path(dataset).resolve()}"]
+        if groups is not None and groups[i] is not None:
+            lines.append(f"        subflavors: {{packing_group: {groups[i]}}}")
     path = Path(path)
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def make_short_long_blend(
-    root: Path, *, short: int = 400, long: int = 100, weights: tuple[float, float] = (1.0, 1.0)
+    root: Path,
+    *,
+    short: int = 400,
+    long: int = 100,
+    weights: tuple[float, float] = (1.0, 1.0),
+    groups: tuple[str | None, str | None] | None = None,
 ) -> Path:
     """Two ``LengthTextEncoder`` datasets under ``root`` (``short`` documents of 4..64 tokens,
-    ``long`` of 300..1500) and ``root/blend.yaml`` blending them with ``weights``."""
+    ``long`` of 300..1500) and ``root/blend.yaml`` blending them with ``weights`` (and
+    ``groups``, their ``packing_group`` subflavors)."""
     rng = random.Random(5)
     root = Path(root)
     paths = [
         make_text_dataset(root / "short", [str(rng.randint(4, SHORT_MAX)) for _ in range(short)]),
         make_text_dataset(root / "long", [str(rng.randint(300, 1500)) for _ in range(long)]),
     ]
-    return make_blend_metadataset(root / "blend.yaml", list(zip(paths, weights)))
+    return make_blend_metadataset(root / "blend.yaml", list(zip(paths, weights)), groups)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Everything energon-pack does inside megatron-energon, in one place: the packing datasets the
 encoders insert in ``build_batch`` (carry-over, restorable post-encode), the wrappers that make a
-resume exact, seeded stateless hooks, the size-weighted blend (``_size_blend``), skip counting,
+resume exact, seeded stateless hooks, the size-weighted blend (``_size_blend``), per-group
+packing pipelines (``_grouped_build``), skip counting,
 read errors that name the damaged shard (``_shard_errors``) and the version check. Verified with
 megatron-energon 7.4.1 (``_version.VERIFIED_ENERGON``); an energon upgrade is checked here.
 What each workaround avoids: docs/concepts/energon.md.
@@ -14,6 +15,13 @@ from energon_pack.energon._build_hooks import (
     restoring_item,
 )
 from energon_pack.energon._carry_over_dataset import build_carry_over_dataset
+from energon_pack.energon._grouped_build import (
+    GROUP_SUBFLAVOR,
+    GroupBranch,
+    PackingGroupError,
+    build_grouped_train_datasets,
+    leaf_groups,
+)
 from energon_pack.energon._postencode_dataset import build_postencode_packing_dataset
 from energon_pack.energon._resume_guards import (
     ResumeConfigError,
@@ -29,13 +37,18 @@ from energon_pack.energon._version import check_energon_version
 __all__ = [
     "blend_index",
     "build_carry_over_dataset",
+    "build_grouped_train_datasets",
     "build_postencode_packing_dataset",
     "building_datasets",
     "check_energon_version",
     "DamagedShardError",
     "encode_map_dataset",
     "FatalOverlongSampleError",
+    "GROUP_SUBFLAVOR",
+    "GroupBranch",
     "guard_reader",
+    "leaf_groups",
+    "PackingGroupError",
     "rebuilding",
     "restoring_item",
     "resumable",

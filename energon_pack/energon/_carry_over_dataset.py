@@ -216,13 +216,15 @@ def build_carry_over_dataset(
     spec: PackingSpec,
     sample_length: Callable[[Any], int],
     sample_encoder: Callable[[Any], Any] | None = None,
+    pre_packer: Callable[[list[Any]], list[list[Any]]] | None = None,
 ) -> CarryOverPackingDataset:
     """What energon's ``TaskEncoder.build_batch`` does for packing, with carry-over.
 
     Call it from ``build_batch`` and pass ``packing_buffer_size=None`` to energon's
     ``build_batch`` for the rest (batching, ``encode_batch``). ``sample_encoder`` (a stateless
     method of ``task_encoder``, e.g. ``_postencode`` for light media buffers) runs on
-    each member of an emitted pack, never on a carried sample.
+    each member of an emitted pack, never on a carried sample. ``pre_packer`` stands in for
+    ``task_encoder.select_samples_to_pack`` (a packing group's checked selection).
 
     Raises:
         ValueError: the task encoder overrides ``postencode_sample`` (energon would apply it a
@@ -234,6 +236,9 @@ def build_carry_over_dataset(
             "does not support: do that per-sample work in pack_selected_samples, or set "
             "carry_over=None."
         )
+    packers = packer_arguments(task_encoder)
+    if pre_packer is not None:
+        packers["pre_packer"] = pre_packer
     return CarryOverPackingDataset(
         dataset,
         buffer_size=packing_buffer_size,
@@ -245,5 +250,5 @@ def build_carry_over_dataset(
             if sample_encoder is not None
             else {"sample_encoder_failure_tolerance": 0}
         ),
-        **packer_arguments(task_encoder),
+        **packers,
     )

@@ -100,17 +100,28 @@ def build_postencode_packing_dataset(
     *,
     packing_buffer_size: int,
     worker_config: WorkerConfig,
-    sample_encoder: Callable[[Any], Any],
+    sample_encoder: Callable[[Any], Any] | None,
+    pre_packer: Callable[[list[Any]], list[list[Any]]] | None = None,
 ) -> PostencodePackingDataset:
     """What energon's ``build_batch`` builds for packing with ``postencode_sample``, restorable.
 
     ``sample_encoder`` (a stateless method of ``task_encoder``) runs on each member of a selected
-    pack. Call it from ``build_batch`` and pass ``packing_buffer_size=None`` to energon's.
+    pack (None: none, energon's ``PackingDataset`` as it is). ``pre_packer`` stands in for
+    ``task_encoder.select_samples_to_pack`` (a packing group's checked selection). Call it from
+    ``build_batch`` and pass ``packing_buffer_size=None`` to energon's.
     """
+    encoder_arguments = (
+        postencoder_arguments(task_encoder, sample_encoder)
+        if sample_encoder is not None
+        else {"sample_encoder_failure_tolerance": 0}
+    )
+    packers = packer_arguments(task_encoder)
+    if pre_packer is not None:
+        packers["pre_packer"] = pre_packer
     return PostencodePackingDataset(
         dataset,
         buffer_size=packing_buffer_size,
         worker_config=worker_config,
-        **postencoder_arguments(task_encoder, sample_encoder),
-        **packer_arguments(task_encoder),
+        **encoder_arguments,
+        **packers,
     )

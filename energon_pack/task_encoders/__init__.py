@@ -17,6 +17,7 @@ from energon_pack.task_encoders._conversation import (
 )
 from energon_pack.task_encoders._llm import LLMPackingTaskEncoder
 from energon_pack.task_encoders._multimodal import MultimodalPackingTaskEncoder
+from energon_pack.task_encoders._packing_groups import PackingPolicy
 from energon_pack.task_encoders._sft import SFTPackingTaskEncoder
 from energon_pack.task_encoders._vqa import VQAPackingTaskEncoder
 
@@ -27,6 +28,7 @@ __all__ = [
     "LLMPackingTaskEncoder",
     "MultimodalPackingTaskEncoder",
     "PackingConfig",
+    "PackingPolicy",
     "PackingTaskEncoder",
     "SFTPackingTaskEncoder",
     "VQAPackingTaskEncoder",

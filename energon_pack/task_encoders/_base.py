@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -50,6 +50,12 @@ from energon_pack.task_encoders._blend_size import (
     blending,
     dataset_counts,
     raw_sample_size,
+)
+from energon_pack.task_encoders._packing_groups import (
+    PackingPolicy,
+    group_of,
+    grouped_train_datasets,
+    policy_fingerprint,
 )
 
 __all__ = ["PackingConfig", "PackingTaskEncoder"]
@@ -117,6 +123,11 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     #: sample-weighted blend), ``"tokens"``, ``"bytes"`` or a callable ``raw_sample -> int``;
     #: overriding :meth:`blend_sample_size` turns it on too. docs/howto/blends.md.
     blend_size: Any = None
+    #: A packing policy per group of a metadataset blend (``{"video": PackingPolicy(
+    #: buffer_size=8), "text": PackingPolicy(buffer_size=256)}``; leaves name their group in
+    #: the ``packing_group`` subflavor): each group packed in its own buffer. None: one buffer.
+    #: docs/howto/blends.md.
+    packing_groups: Mapping[str, PackingPolicy] | None = None
 
     def __init__(self, config: PackingSpec | None = None, **config_fields: Any) -> None:
         if config is None:
@@ -130,6 +141,10 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         # Set by build_batch for stock packing (no carry-over): the buffer size to check.
         self._stock_buffer_size: float = math.inf
         self._warned_small_buffer = False
+        # Set by a grouped build: each group's leaves (places in the metadataset) and buffer.
+        self._group_leaves: dict[str | None, list[int]] | None = None
+        self._group_buffers: dict[str | None, int] = {}
+        self._group_specs: dict[str | None, PackingSpec] = {}
 
     @property
     def pack_size(self) -> int:
@@ -179,7 +194,8 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
                 no_cut=self._no_cut_spans(doc) if doc.length > self.config.pack_size else None,
             ):
                 stats = self._stats_now()
-                if self.config.has_media_budgets and self._over_media_budget(piece, stats):
+                spec = self._spec_of(piece)
+                if spec.has_media_budgets and self._over_media_budget(piece, stats, spec):
                     continue
                 stats.documents += 1
                 yield piece
@@ -189,10 +205,13 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         document's media spans)."""
         return doc.media_spans()
 
-    def _over_media_budget(self, doc: EncodedSample, stats: PackingStats) -> bool:
+    def _over_media_budget(
+        self, doc: EncodedSample, stats: PackingStats, spec: PackingSpec | None = None
+    ) -> bool:
         """Drop and count ``doc`` (in ``dropped_over_budget``, logged with its key) when its media
-        alone exceed a per-pack media budget: no pack could ever hold it."""
-        why = self.config.media_over_budget(*doc.media_load)
+        alone exceed a per-pack media budget of ``spec`` (default: the config's): no pack could
+        ever hold it."""
+        why = (spec or self.config).media_over_budget(*doc.media_load)
         if why is not None:
             stats.record_drop(
                 doc.__key__,
@@ -236,6 +255,18 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         #: Samples this process decoded in the buffer although light (no planned size).
         self.light_fallbacks = 0
 
+    def spec_for_group(self, group: str | None) -> PackingSpec:
+        """The packing spec of a packing group (:attr:`packing_groups`): the config with the
+        group's policy applied (the config itself for the default group)."""
+        if group not in self._group_specs:
+            policy = (self.packing_groups or {}).get(group) if group is not None else None
+            self._group_specs[group] = self.config if policy is None else policy.spec(self.config)
+        return self._group_specs[group]
+
+    def _spec_of(self, doc: EncodedSample) -> PackingSpec:
+        """The spec ``doc`` is packed under: its packing group's (:meth:`spec_for_group`)."""
+        return self.spec_for_group(group_of(doc)) if self.packing_groups else self.config
+
     def _stats_now(self) -> PackingStats:
         """``self.stats``, or a scratch one while ``restore_sample`` rebuilds a counted item."""
         return PackingStats(log_every=0) if restoring_item() else self.stats
@@ -245,16 +276,32 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
         With media budgets or ``step_packs`` in the config, each document's
         :attr:`~energon_pack.samples.EncodedSample.media_load` goes to the algorithm too: no
-        pack exceeds a budget and the step order levels the vision load.
+        pack exceeds a budget and the step order levels the vision load. With
+        :attr:`packing_groups`, each group's documents are packed apart under its policy (a
+        training buffer holds one group; a validation buffer may hold several).
         """
-        lengths = [len(s.tokens) for s in samples]
-        if not self._warned_small_buffer and len(samples) >= self._stock_buffer_size:
+        group = group_of(samples[0]) if samples and self.packing_groups else None
+        buffer = self._stock_buffer_size
+        if self._group_leaves is not None and self.spec_for_group(group).carry_over is None:
+            buffer = self._group_buffers.get(group, buffer)
+        if not self._warned_small_buffer and len(samples) >= buffer:
             # A full buffer (not the end-of-data flush) that cannot fill a pack: say so once.
             self._warned_small_buffer = warn_if_buffer_too_small(
-                lengths, self.config.pack_size, len(samples)
+                [len(s.tokens) for s in samples], self.config.pack_size, len(samples)
             )
-        media = MediaLoad.of(s.media_load for s in samples) if self.config.uses_media else None
-        bins = pack_lengths(lengths, self.config, media=media)
+        if not self.packing_groups:
+            return self._select(samples, self.config)
+        parts: dict[str | None, list[EncodedSample]] = {}
+        for sample in samples:
+            parts.setdefault(group_of(sample), []).append(sample)
+        return [b for g, part in parts.items() for b in self._select(part, self.spec_for_group(g))]
+
+    @staticmethod
+    def _select(samples: list[EncodedSample], spec: PackingSpec) -> list[list[EncodedSample]]:
+        """``samples`` in bins of ``spec``'s algorithm, limits and budgets."""
+        lengths = [len(s.tokens) for s in samples]
+        media = MediaLoad.of(s.media_load for s in samples) if spec.uses_media else None
+        bins = pack_lengths(lengths, spec, media=media)
         return [[samples[i] for i in b] for b in bins]
 
     @stateless
@@ -273,7 +320,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
             self.stats.record_pack(
                 doc_lengths=pack.doc_lengths,
                 pack_size=self.config.pack_size,
-                **dataset_counts(pack, samples),
+                **dataset_counts(pack, samples, self._group_leaves),
             )
             counts = self.stats.take_counts()
         if isinstance(pack, PackedTextSample):
@@ -305,15 +352,23 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     def fingerprint_extras(self) -> dict[str, str]:
         """Resume fingerprint entries beyond the encoder's fields: what a blend weighs."""
         blend = blend_description(self)
-        return {} if blend is None else {"blend_size": blend}
+        extras = {} if blend is None else {"blend_size": blend}
+        return {**extras, **policy_fingerprint(self.packing_groups)}
 
     def build_train_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
         """energon's, with every stage's error handler counting skipped samples in
         ``stats.skipped`` (:func:`~energon_pack.energon.building_datasets`), the guards of
         :mod:`energon_pack.energon` for exact resume, and a size-weighted blend if asked for
-        (:attr:`blend_size`)."""
+        (:attr:`blend_size`); with :attr:`packing_groups`, one packing pipeline per group."""
+        self._group_leaves, self._group_buffers, self._group_specs = None, {}, {}
+        if self.packing_groups:
+            with building_datasets(self, worker_config):
+                return resumable(self, self._grouped_build, worker_config, kwargs)
         with building_datasets(self, worker_config), blending(self, kwargs):
             return resumable(self, super().build_train_datasets, worker_config, kwargs)
+
+    def _grouped_build(self, *, worker_config: Any, **kwargs: Any) -> Any:
+        return grouped_train_datasets(self, worker_config, kwargs)
 
     def build_val_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
         """energon's, with the error handler and wrappers of :meth:`build_train_datasets`."""
@@ -354,25 +409,14 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         if packing_buffer_size is not None and self.config.carry_over is None:
             # The stock path checks the buffer in select_samples_to_pack (carry-over: its dataset).
             self._stock_buffer_size = packing_buffer_size
-            if self.light_media:  # members materialized after selection, restorable
-                dataset = build_postencode_packing_dataset(
-                    self,
-                    dataset,
-                    packing_buffer_size=packing_buffer_size,
-                    worker_config=worker_config,
-                    sample_encoder=self._postencode,
-                )
-                packing_buffer_size = None
-        elif packing_buffer_size is not None:
-            dataset = build_carry_over_dataset(
-                self,
+        if packing_buffer_size is not None and (
+            self.light_media or self.config.carry_over is not None
+        ):
+            dataset = self._packing_dataset(
                 dataset,
                 packing_buffer_size=packing_buffer_size,
                 worker_config=worker_config,
                 spec=self.config,
-                sample_length=self.packed_length,
-                # light: emitted members are materialized; carried ones stay planned
-                sample_encoder=self._postencode if self.light_media else None,
             )
             packing_buffer_size = None
         return super().build_batch(
@@ -381,6 +425,39 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
             batch_drop_last=batch_drop_last,
             packing_buffer_size=packing_buffer_size,
             worker_config=worker_config,
+        )
+
+    def _packing_dataset(
+        self,
+        dataset: Any,
+        *,
+        packing_buffer_size: int,
+        worker_config: Any,
+        spec: PackingSpec,
+        pre_packer: Any = None,
+    ) -> Any:
+        """The packing dataset over ``dataset`` under ``spec``: carry-over (if the spec has it),
+        else a restorable post-encode one (light media members materialized after selection,
+        or no post-encoder). ``pre_packer``: in place of :meth:`select_samples_to_pack`."""
+        if spec.carry_over is not None:
+            return build_carry_over_dataset(
+                self,
+                dataset,
+                packing_buffer_size=packing_buffer_size,
+                worker_config=worker_config,
+                spec=spec,
+                sample_length=self.packed_length,
+                # light: emitted members are materialized; carried ones stay planned
+                sample_encoder=self._postencode if self.light_media else None,
+                pre_packer=pre_packer,
+            )
+        return build_postencode_packing_dataset(
+            self,
+            dataset,
+            packing_buffer_size=packing_buffer_size,
+            worker_config=worker_config,
+            sample_encoder=self._postencode if self.light_media else None,
+            pre_packer=pre_packer,
         )
 
     @stateless

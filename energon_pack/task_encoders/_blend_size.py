@@ -15,12 +15,12 @@ A subclass that overrides ``blend_sample_size`` (energon PR #238's hook name) tu
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from megatron.energon.metadataset.loader_interface import DatasetBlendMode
 
-from energon_pack.energon import blend_index, rebuilding, size_blending
+from energon_pack.energon import GROUP_SUBFLAVOR, blend_index, rebuilding, size_blending
 
 __all__ = ["BlendSize", "blend_description", "blending", "dataset_counts", "raw_sample_size"]
 
@@ -90,11 +90,17 @@ def blending(encoder: Any, kwargs: dict[str, Any]) -> Any:
     return size_blending(sample_size)
 
 
-def dataset_counts(pack: Any, members: Sequence[Any]) -> dict[str, list[Any]]:
+def dataset_counts(
+    pack: Any, members: Sequence[Any], leaves: Mapping[str | None, list[int]] | None = None
+) -> dict[str, list[Any]]:
     """``record_pack`` arguments that count ``pack`` per blended dataset: each member's place in
     the blend (from its restore key) and its loss tokens (labels other than -100); none when no
-    member comes from a blend."""
+    member comes from a blend. With packing groups, ``leaves`` maps each group to its leaves'
+    places in the metadataset, and a member's restore key holds its place in its group."""
     datasets = [blend_index(getattr(m, "__restore_key__", None)) for m in members]
+    if leaves is not None:
+        groups = [(getattr(m, "__subflavors__", None) or {}).get(GROUP_SUBFLAVOR) for m in members]
+        datasets = [leaves[None if g is None else str(g)][d or 0] for g, d in zip(groups, datasets)]
     padded = getattr(pack, "doc_lengths_padded", None)
     if all(d is None for d in datasets) or padded is None or len(padded) != len(datasets):
         return {}

@@ -25,6 +25,12 @@ Run (niced, in the background; each trial takes a few seconds per life; the cons
 
 One JSON line per trial goes to ``OUT/trials.jsonl``; the last line printed is the tally. A
 failing trial keeps its folder (logs, state) under ``OUT``.
+
+``--blend`` runs every trial on a 1:1 ``blend:`` metadataset of two datasets instead, with
+``blend_size="tokens"`` and each dataset in its own packing group (buffers 4 and 12, one with
+first-fit), ``repeat=True`` (docs/howto/blends.md)::
+
+    nice python tests/benchmarks/crash_resume.py --trials 12 --blend --out /tmp/crash_blend
 """
 
 from __future__ import annotations
@@ -58,14 +64,42 @@ def make_dataset(root: Path, seed: int) -> Path:
     return make_text_dataset(root / f"ds{seed}", texts, samples_per_shard=25)
 
 
+def make_blend(root: Path, seed: int) -> Path:
+    """Two datasets (documents of 1..30 and of 20..90 tokens) and a 1:1 ``blend:`` of them, each
+    in its own ``packing_group`` (``short``, ``long``)."""
+    from energon_pack_tools import make_blend_metadataset, make_text_dataset
+
+    rng = random.Random(seed)
+    short = make_text_dataset(
+        root / f"short{seed}",
+        [str(rng.randint(1, 30)) for _ in range(NUM_SAMPLES)],
+        samples_per_shard=25,
+    )
+    long = make_text_dataset(
+        root / f"long{seed}",
+        [str(rng.randint(20, 90)) for _ in range(NUM_SAMPLES // 3)],
+        samples_per_shard=10,
+    )
+    return make_blend_metadataset(
+        root / f"blend{seed}.yaml", [(short, 1.0), (long, 1.0)], ["short", "long"]
+    )
+
+
 def build_loader(config: dict[str, Any]) -> Any:
     from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 
     from energon_pack.algorithms import CarryOver
+    from energon_pack.task_encoders import PackingPolicy
     from energon_pack_tools import LengthTextEncoder
 
     carry = CarryOver() if config["carry_over"] else None
     encoder = LengthTextEncoder(pack_size=64, overlong="split", carry_over=carry)
+    if config.get("blend"):
+        encoder.blend_size = "tokens"
+        encoder.packing_groups = {
+            "short": PackingPolicy(buffer_size=12, algorithm="first_fit"),
+            "long": PackingPolicy(buffer_size=4),
+        }
     workers = config["workers"]
     worker_config = WorkerConfig(rank=0, world_size=1, num_workers=workers, seed_offset=7)
     dataset = get_train_dataset(
@@ -206,6 +240,7 @@ def run_trial(
     *,
     moments: list[tuple[str, int]] | None = None,
     config: dict[str, Any] | None = None,
+    blend: bool = False,
 ) -> dict[str, Any]:
     """Trial ``index`` (matrix cell ``index % 24``, random kills); ``moments`` and ``config``
     override the kills (item ``n < 0``: ``-n`` items before the end) and the settings."""
@@ -221,6 +256,7 @@ def run_trial(
         # at least num_workers items before the first save (energon bug 6, docs/concepts/energon.md)
         "save_every": rng.choice([1, 3, 5] if workers == 0 else [2, 3, 5]),
         "save_pause": 0.05,
+        **({"blend": True, "repeat": True} if blend else {}),  # a blend repeats
         **(config or {}),
     }
     reference = _reference(out, config, dataset)
@@ -257,7 +293,7 @@ def _reference(out: Path, config: dict[str, Any], dataset: int) -> list[dict[str
     """The uninterrupted run of ``config`` (cached per dataset and loader settings)."""
     name = (
         f"ref_{dataset}_w{config['workers']}_c{int(config['carry_over'])}_{config['checkpoint']}"
-        f"_r{int(config.get('repeat', False))}"
+        f"_r{int(config.get('repeat', False))}{'_blend' if config.get('blend') else ''}"
     )
     folder = out / name
     if not (folder / "done").exists():
@@ -290,6 +326,7 @@ def main() -> int:
     parser.add_argument("--first-trial", type=int, default=0)
     parser.add_argument("--kills", type=int, default=3, help="SIGKILLs per trial")
     parser.add_argument("--out", type=Path, default=Path("crash_resume_out"))
+    parser.add_argument("--blend", action="store_true", help="a blend of packing groups")
     parser.add_argument("--consume", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.consume:
@@ -299,11 +336,12 @@ def main() -> int:
     failures = 0
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        paths = [make_dataset(Path(tmp), seed) for seed in range(3)]
+        make = make_blend if args.blend else make_dataset
+        paths = [make(Path(tmp), seed) for seed in range(3)]
         with (args.out / "trials.jsonl").open("a") as log:
             for index in range(args.first_trial, args.first_trial + args.trials):
                 try:
-                    record = run_trial(index, paths, args.out, args.kills)
+                    record = run_trial(index, paths, args.out, args.kills, blend=args.blend)
                 except (TimeoutError, RuntimeError) as exc:  # a hang or a crash is a failure
                     record = {"trial": index, "error": f"{type(exc).__name__}: {exc}"}
                 failures += record["error"] is not None

@@ -138,31 +138,39 @@ def test_a_bad_size_names_the_sample(blend: Path) -> None:
 BENCHMARK = Path(__file__).parents[1] / "benchmarks" / "blend_shares.py"
 
 #: At 2 workers, in a subprocess (a dropped multi-worker loader stalls the next gc): save after
-#: 7 packs, restore, and compare with the uninterrupted run.
+#: 7 packs, restore, and compare with the uninterrupted run (the saved loader's own next 9);
+#: one blend, then packing groups.
 TWO_WORKER_RESUME = """
 import itertools, sys
 from pathlib import Path
-from energon_pack.testing import assert_restore_sample_reproduces, assert_same_item
+from energon_pack.task_encoders import PackingPolicy
+from energon_pack.testing import assert_same_item
 from energon_pack.training import make_loader
 from energon_pack_tools import LengthTextEncoder, make_short_long_blend
 
-def loader(meta):
+GROUPS = {"chat": PackingPolicy(buffer_size=64), "docs": PackingPolicy(buffer_size=4)}
+
+def loader(meta, groups):
     encoder = LengthTextEncoder(pack_size=2048, overlong="split")
     encoder.blend_size = "tokens"
+    encoder.packing_groups = GROUPS if groups else None
     return make_loader(meta, encoder, packing_buffer_size=32, repeat=True, num_workers=2)
 
-meta = make_short_long_blend(Path(sys.argv[1]))
-reference = list(itertools.islice(iter(loader(meta)), 16))
-first = loader(meta)
-it = iter(first)
-consumed = [next(it) for _ in range(7)]
-state = first.save_state_rank()
-resumed = loader(meta)
-resumed.restore_state_rank(state)
-stream = consumed + list(itertools.islice(iter(resumed), 9))
-for i, (a, b) in enumerate(zip(reference, stream, strict=True)):
-    assert_same_item(a, b, what=f"item {i}")
-print("RESUMED-EQUAL")
+for groups in (False, True):
+    root = Path(sys.argv[1]) / str(groups)
+    meta = make_short_long_blend(root, groups=("chat", "docs") if groups else None)
+    first = loader(meta, groups)
+    it = iter(first)
+    reference = [next(it) for _ in range(7)]
+    state = first.save_state_rank()
+    reference += [next(it) for _ in range(9)]  # the saved loader goes on: its state is a copy
+    consumed = reference[:7]
+    resumed = loader(meta, groups)
+    resumed.restore_state_rank(state)
+    stream = consumed + list(itertools.islice(iter(resumed), 9))
+    for i, (a, b) in enumerate(zip(reference, stream, strict=True)):
+        assert_same_item(a, b, what=f"groups={groups}: item {i}")
+    print(f"RESUMED-EQUAL groups={groups}")
 """
 
 
@@ -181,12 +189,16 @@ def _run(args: list[str]) -> str:
 
 @pytest.mark.slow  # 2 workers, in subprocesses
 def test_two_workers_hold_the_weights_and_resume_exactly(tmp_path: Path) -> None:
+    """At 2 workers the token-weighted blend (and the blend of packing groups) holds 1:1 in
+    tokens within 1% over 150k tokens, and a save/restore gives the uninterrupted stream."""
     table = _run([str(BENCHMARK), "--workers", "2", "--tokens", "150000"])
     lines = [[c.strip() for c in r.split("|")] for r in table.splitlines() if r.startswith("|")]
     column = lines[0].index("token error")
     errors = {r[1]: float(r[column].strip("%")) / 100 for r in lines if r[2] == "2"}
     assert abs(errors["tokens"]) < 0.01 and abs(errors["samples"]) > 0.3, table
-    assert "RESUMED-EQUAL" in _run(["-c", TWO_WORKER_RESUME, str(tmp_path)])
+    assert abs(errors["tokens, groups"]) < 0.01, table
+    resumed = _run(["-c", TWO_WORKER_RESUME, str(tmp_path)])
+    assert "RESUMED-EQUAL groups=False" in resumed and "RESUMED-EQUAL groups=True" in resumed
 
 
 def test_the_counts_report_each_datasets_tokens_documents_and_loss_tokens(blend: Path) -> None:
@@ -221,17 +233,24 @@ def test_blend_index_reads_the_blend_place_from_a_restore_key() -> None:
     assert blend_index(("MapDataset", 3, "Webdataset", 2)) is None
 
 
-@pytest.mark.slow  # two ranks' loaders
-def test_each_of_two_ranks_holds_the_weights(blend: Path) -> None:
+@pytest.mark.slow  # two ranks' loaders, twice
+def test_each_of_two_ranks_holds_the_weights(blend: Path, tmp_path: Path) -> None:
     """energon gives each rank its own slice and each rank's loader its own blend state: both
-    ranks of a world of 2 train 1:1 in tokens."""
+    ranks of a world of 2 train 1:1 in tokens, with one packing buffer and with packing
+    groups (docs/howto/blends.md)."""
     from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 
-    for rank in (0, 1):
+    from energon_pack.task_encoders import PackingPolicy
+
+    datasets = [(blend.parent / "short", 1.0), (blend.parent / "long", 1.0)]
+    grouped = make_blend_metadataset(tmp_path / "groups.yaml", datasets, ["chat", "docs"])
+    policies = {"chat": PackingPolicy(buffer_size=128), "docs": PackingPolicy(buffer_size=4)}
+    for rank, groups in itertools.product((0, 1), (False, True)):
         encoder = LengthTextEncoder(pack_size=PACK, overlong="split")
         encoder.blend_size = "tokens"
+        encoder.packing_groups = policies if groups else None
         dataset = get_train_dataset(
-            str(blend),
+            str(grouped if groups else blend),
             worker_config=WorkerConfig(rank=rank, world_size=2, num_workers=0),
             batch_size=None,
             packing_buffer_size=32,
@@ -242,5 +261,5 @@ def test_each_of_two_ranks_holds_the_weights(blend: Path) -> None:
         )
         packs = _take_tokens(get_savable_loader(dataset), EPOCH_TOKENS // 2)
         shares = trained_shares(packs)
-        assert abs(shares.token_share(0) - 0.5) < 0.01, (rank, shares)
+        assert abs(shares.token_share(0) - 0.5) < 0.01, (rank, groups, shares)
         assert PackingCounts.total(p.counts for p in packs).dataset_tokens == shares.tokens

@@ -22,7 +22,13 @@ from typing import Any
 
 from energon_pack.attention._linear_reference import DECODE_ONLY, KERNELS, kernel_functions
 
-__all__ = ["hybrid_layers", "refusal"]
+__all__ = ["FLATTENED_MULTIMODAL", "hybrid_layers", "refusal"]
+
+#: Multimodal hybrids whose flattened route (the ``(1, B*L)`` row, ``(4, 1, B*L)`` text and
+#: mRoPE positions, images and videos) is proven packed-equals-alone by energon-pack's tests
+#: (``tests/task_encoders/test_hybrid_vlm_proof.py``); their text model is checked as any
+#: hybrid's. Others are refused: their vision inputs were never run through this layout.
+FLATTENED_MULTIMODAL = ("qwen3_5", "qwen3_5_moe")
 
 
 def refusal(types: list[str], why: str, remedy: str | None = None) -> Any:
@@ -57,13 +63,13 @@ def hybrid_layers(outer: Any, config: Any, types: list[str]) -> tuple[str, ...]:
     transformers routes all of them to kernels energon-pack can verify; else refuses."""
     if not types:
         return ()
-    if outer is not config:
+    if outer is not config and getattr(outer, "model_type", "") not in FLATTENED_MULTIMODAL:
         raise refusal(
             types,
             f"{getattr(outer, 'model_type', type(outer).__name__)} is a multimodal hybrid: its "
             "linear layers need the batch flattened to one (1, B*L) row with seq_idx and "
-            "cu_seq_lens, which energon-pack does not yet build with the mRoPE rows and the "
-            "vision inputs",
+            "cu_seq_lens, and energon-pack has verified that layout with the position rows and "
+            f"the vision inputs only for {', '.join(FLATTENED_MULTIMODAL)}",
             "train it unpacked; its text model alone (ForCausalLM) packs",
         )
     cls = _model_class(config)

@@ -294,10 +294,9 @@ class PackedCaptioningBatch(PackedImageFields, PackedTextBatch):
         """Text kwargs plus the images (:func:`image_kwargs`) and, when built, the mRoPE
         ``position_ids`` of shape (3, B, L)."""
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
+        options.setdefault("mrope_position_ids", self.mrope_position_ids)
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         kwargs.update(image_kwargs(self.pixel_values, self.image_grid_thw))
-        if self.mrope_position_ids is not None:
-            kwargs["position_ids"] = self.mrope_position_ids
         return kwargs
 
 
@@ -323,6 +322,7 @@ class PackedMultimodalBatch(VideoFields, PackedCaptioningBatch):
         ``pixel_values_videos`` / ``video_grid_thw`` when it has videos, and the (3, B, L)
         mRoPE ``position_ids`` when built."""
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
+        options.setdefault("mrope_position_ids", self.mrope_position_ids)
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         if len(self.image_grid_thw):
             sizes, per_doc = self.image_sizes, self.batch_num_images
@@ -330,8 +330,6 @@ class PackedMultimodalBatch(VideoFields, PackedCaptioningBatch):
         if len(self.video_grid_thw):
             kwargs["pixel_values_videos"] = self.pixel_values_videos
             kwargs["video_grid_thw"] = self.video_grid_thw
-        if self.mrope_position_ids is not None:
-            kwargs["position_ids"] = self.mrope_position_ids
         return kwargs
 
 

@@ -169,7 +169,7 @@ def test_refused_without_the_kernels_naming_them(model, monkeypatch) -> None:
     [
         ("BambaConfig", "kernels energon-pack has no reference of (mamba2_chunk_scan"),
         ("MiniMaxConfig", "modeling_minimax.py of transformers"),
-        ("Qwen3_5Config", "qwen3_5 is a multimodal hybrid"),
+        ("Lfm3VlConfig", "lfm3_vl is a multimodal hybrid"),
     ],
 )
 def test_other_hybrids_refused_by_mechanism(config, says) -> None:

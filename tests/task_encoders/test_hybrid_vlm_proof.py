@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+import transformers
 from test_vlm_proof import alone, samples
 from vlm_models import tiny_qwen3_5_vl
 
@@ -37,16 +38,24 @@ def documents(vlm_tokenizer_dir, vlm_tokenizer) -> tuple[Any, list[Any], dict[st
     return enc, docs, ids
 
 
-@pytest.mark.parametrize(("moe", "split"), [(False, 1), (False, 2), (True, 2)])
-def test_packed_equals_each_document_alone(documents, vlm_tokenizer, moe, split) -> None:
+@pytest.mark.parametrize(
+    ("moe", "split", "impl"),
+    [(False, 1, "sdpa"), (False, 2, "sdpa"), (False, 2, "flash_attention_2"), (True, 2, "sdpa")],
+)
+def test_packed_equals_each_document_alone(documents, vlm_tokenizer, moe, split, impl) -> None:
     enc, docs, ids = documents
     groups = [docs] if split == 1 else [docs[:3], docs[3:]]  # the videos in the second pack
     packs = [pack_documents(g, **enc.pack_options()) for g in groups]
     length = max(p.length for p in packs) + 7  # tail padding in every pack
     batch = collate_packs(packs, pad_to=length)
-    model = tiny_qwen3_5_vl(len(vlm_tokenizer), ids, moe=moe)
-    with cpu_route("sdpa", type(model)), torch.no_grad():
-        kwargs = batch.hf_kwargs("sdpa", config=model)
+    cls = (
+        transformers.Qwen3_5MoeForConditionalGeneration
+        if moe
+        else transformers.Qwen3_5ForConditionalGeneration
+    )
+    with cpu_route(impl, cls), torch.no_grad():  # flash through the reference kernel
+        model = tiny_qwen3_5_vl(len(vlm_tokenizer), ids, moe=moe, attn_implementation=impl)
+        kwargs = batch.hf_kwargs(impl, config=model)
         assert kwargs["input_ids"].shape == kwargs["seq_idx"].shape == (1, split * length)
         assert kwargs["position_ids"].shape == (4, 1, split * length)
         text_row, mrope = kwargs["position_ids"][0, 0], kwargs["position_ids"][1:, 0]

@@ -109,9 +109,12 @@ def tiny_vlm(family: str, vocab_size: int, ids: dict[str, int]) -> torch.nn.Modu
     return _seeded(cls, config)
 
 
-def tiny_qwen3_5_vl(vocab_size: int, ids: dict[str, int], *, moe: bool = False) -> Any:
+def tiny_qwen3_5_vl(
+    vocab_size: int, ids: dict[str, int], *, moe: bool = False, attn_implementation: str = "sdpa"
+) -> Any:
     """A seeded fp32 Qwen3.5-VL (``Qwen3_5ForConditionalGeneration``; ``moe``: the MoE one):
-    a gated delta-net layer then a full-attention layer, a 1-block vision tower (patch 16)."""
+    a gated delta-net layer then a full-attention layer (``attn_implementation``), a 1-block
+    sdpa vision tower (patch 16)."""
     import transformers as tf
 
     text = dict(
@@ -146,7 +149,7 @@ def tiny_qwen3_5_vl(vocab_size: int, ids: dict[str, int], *, moe: bool = False) 
         vision_end_token_id=ids["vision_end"],
     )
     cls = tf.Qwen3_5MoeForConditionalGeneration if moe else tf.Qwen3_5ForConditionalGeneration
-    return _seeded(cls, config)
+    return _seeded(cls, config, None if attn_implementation == "sdpa" else attn_implementation)
 
 
 #: InternVL test tiles: 56 pixels, ViT patch 14, pixel shuffle 0.5 -> 4 tokens a tile.

@@ -22,7 +22,12 @@ from typing import Any
 
 from energon_pack.attention._linear_reference import DECODE_ONLY, KERNELS, kernel_functions
 
-__all__ = ["FLATTENED_MULTIMODAL", "hybrid_layers", "refusal"]
+__all__ = ["FLATTENED_MULTIMODAL", "WITH_ATTENTION", "hybrid_layers", "refusal"]
+
+#: State layer types that hold a full-attention block too (Falcon-H1's attention beside its
+#: Mamba2 mixer, Zamba2's shared attention block): their models read the
+#: ``"full_attention"`` mask of the mapping for them.
+WITH_ATTENTION = ("hybrid",)
 
 #: Multimodal hybrids whose flattened route (the ``(1, B*L)`` row, ``(4, 1, B*L)`` text and
 #: mRoPE positions, images and videos) is proven packed-equals-alone by energon-pack's tests

@@ -161,10 +161,12 @@ def _cap(data: dict[str, Any], vocab: int) -> dict[str, Any]:
 
 
 #: Mamba2 mixer sizes: (heads, head size, expansion, groups) with heads * head size = expansion
-#: * hidden size and groups dividing heads (Bamba, GraniteMoE-hybrid, Falcon-H1; Zamba2; Mamba2).
+#: * hidden size and groups dividing heads (Bamba, GraniteMoE-hybrid, Falcon-H1, Zamba2,
+#: Nemotron-H, Mamba2).
 _SSM = (
     ("mamba_n_heads", "mamba_d_head", "mamba_expand", "mamba_n_groups"),
     ("n_mamba_heads", "mamba_headdim", "mamba_expand", "mamba_ngroups"),  # Zamba2
+    ("mamba_num_heads", "mamba_head_dim", "expand", "n_groups"),  # Nemotron-H
     ("num_heads", "head_dim", "expand", "n_groups"),
 )
 
@@ -186,7 +188,7 @@ def _shrink_ssm(data: dict[str, Any]) -> None:
         data[heads], data[head] = n, inner // n
         if isinstance(data.get(groups), int):
             data[groups] = math.gcd(data[groups], n)
-    for name in ("mamba_d_state", "state_size"):
+    for name in ("mamba_d_state", "state_size", "ssm_state_size"):
         if isinstance(data.get(name), int):
             data[name] = min(data[name], 16)
     if data.get("model_type") == "zamba2":  # derived in __post_init__, kept by from_dict

@@ -54,14 +54,10 @@ REFUSED = {
     "phi3 (LongRoPE, original 16)": "LongRoPE",
     "bloom (ALiBi)": "ALiBi (bloom)",
     "falcon (ALiBi)": "ALiBi (falcon)",
-    # hybrids whose layers transformers routes to kernels without a reference here (Mamba)
-    # or to PyTorch code that takes no border; Qwen3-Next and LFM2 are exact (reference kernels)
-    "qwen3.5-vl": "non-attention layer types ['linear_attention']",
-    "bamba (hybrid Mamba2)": "non-attention layer types ['linear_attention']",
+    # hybrids whose layers have no border input (Mamba v1's selective scan) or are PyTorch
+    # code that takes none; Qwen3-Next, Qwen3.5, LFM2 and the Mamba2 hybrids are exact
+    # (transformers' kernel route with reference kernels)
     "jamba": "non-attention layer types ['linear_attention']",
-    "falcon-h1": "non-attention layer types ['hybrid']",
-    "zamba2": "non-attention layer types ['linear_attention']",
-    "granitemoe-hybrid": "non-attention layer types ['linear_attention']",
     "minimax": "non-attention layer types ['linear_attention']",
     "recurrent-gemma": "non-attention layer types ['linear_attention']",
     "rwkv": "recurrent layers without attention",
@@ -89,6 +85,9 @@ REFUSED_CELLS = {
     # transformers' LFM2 reads BlockMask.ndim ('BlockMask' object has no attribute 'ndim')
     ("lfm2 (hybrid short conv)", "flex_attention"): "Lfm2ForCausalLM with flex_attention",
     ("lfm2-moe", "flex_attention"): "Lfm2MoeForCausalLM with flex_attention",
+    ("granitemoe-hybrid", "flex_attention"): "GraniteMoeHybridForCausalLM with flex_attention",
+    ("nemotron-h", "flex_attention"): "NemotronHForCausalLM with flex_attention",
+    ("zamba2", "flex_attention"): "Zamba2ForCausalLM with flex_attention",
 }
 #: Its logits are exact, its loss is not: it does not shift labels as HF's causal LMs do.
 REFUSED_CELLS.update(

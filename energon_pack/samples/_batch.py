@@ -292,7 +292,8 @@ class PackedCaptioningBatch(PackedImageFields, PackedTextBatch):
 
     def hf_kwargs(self, attn_implementation: str | None = None, **options: Any) -> dict[str, Any]:
         """Text kwargs plus the images (:func:`image_kwargs`) and, when built, the mRoPE
-        ``position_ids`` of shape (3, B, L)."""
+        ``position_ids`` of shape (3, B, L) (hybrids such as Qwen3.5-VL: (4, 1, B*L), see
+        :func:`energon_pack.attention.hf_kwargs`)."""
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
         options.setdefault("mrope_position_ids", self.mrope_position_ids)
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
@@ -320,7 +321,7 @@ class PackedMultimodalBatch(VideoFields, PackedCaptioningBatch):
     def hf_kwargs(self, attn_implementation: str | None = None, **options: Any) -> dict[str, Any]:
         """Text kwargs, the images when the batch has some (:func:`image_kwargs`),
         ``pixel_values_videos`` / ``video_grid_thw`` when it has videos, and the (3, B, L)
-        mRoPE ``position_ids`` when built."""
+        mRoPE ``position_ids`` when built (hybrids: (4, 1, B*L))."""
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
         options.setdefault("mrope_position_ids", self.mrope_position_ids)
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)

@@ -224,3 +224,21 @@ def test_a_hybrid_whose_layers_miss_the_borders_is_refused_by_name(monkeypatch) 
         with pytest.raises(PackingNotExactError, match="do not get the document borders") as err:
             check_model(config, "sdpa", pack_size=40)
     assert "causal_conv1d_fn" in str(err.value) and "torch_chunk_gated_delta_rule" in str(err.value)
+
+
+def test_mrope_rows_go_under_the_text_row_of_the_flattened_batch(model) -> None:
+    """A multimodal hybrid's (3, B, L) mRoPE rows become (4, 1, B*L): the flattened text
+    positions, then the rows laid end to end."""
+    meta, tokens = _batch()
+    mrope = torch.arange(3 * 2 * LENGTH).view(3, 2, LENGTH)
+    with _verify.cpu_route("sdpa", type(model)):
+        kwargs = hf_kwargs(meta, tokens, None, "sdpa", config=model, mrope_position_ids=mrope)
+        assert kwargs["position_ids"].shape == (4, 1, 2 * LENGTH)
+        assert torch.equal(kwargs["position_ids"][0, 0], meta.position_ids.reshape(-1))
+        assert torch.equal(kwargs["position_ids"][1:, 0], mrope.reshape(3, -1))
+        with pytest.raises(ValueError, match="must be"):
+            hf_kwargs(meta, tokens, None, "sdpa", config=model, mrope_position_ids=mrope[:2])
+        with pytest.raises(ValueError, match="do not cover"):
+            hf_kwargs(meta, tokens, None, "sdpa", config=model, mrope_position_ids=mrope[..., :5])
+    plain = hf_kwargs(meta, tokens, None, "sdpa", config=None, mrope_position_ids=mrope)
+    assert plain["position_ids"] is mrope  # (B, L) rows: as given

@@ -338,11 +338,17 @@ def registry(cells: dict[tuple[str, str], Cell]) -> dict[str, dict[str, list[str
     return {c: {i: sorted(k) for i, k in sorted(v.items())} for c, v in sorted(out.items())}
 
 
-def markdown_table(cells: dict[tuple[str, str], Cell]) -> str:
-    """The table of ``docs/howto/kernels.md``."""
+def markdown_table(
+    cells: dict[tuple[str, str], Cell], written: dict[str, str] | None = None
+) -> str:
+    """The table of ``docs/howto/kernels.md``; ``written``: rows (by family name) kept as they
+    are for the families ``cells`` does not hold."""
     lines = ["| model (tiny) | " + " | ".join(IMPLEMENTATIONS) + " |"]
     lines.append("|---|" + "---|" * len(IMPLEMENTATIONS))
     for family in FAMILIES:
+        if written is not None and (family.name, IMPLEMENTATIONS[0]) not in cells:
+            lines.append(written[family.name])
+            continue
         row = []
         for impl in IMPLEMENTATIONS:
             cell = cells[family.name, impl]

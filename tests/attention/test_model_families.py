@@ -45,7 +45,7 @@ from energon_pack.attention._masks import document_causal_mask
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
-from model_matrix import DOC, REGISTRY, replace_table  # noqa: E402
+from model_matrix import BEGIN, DOC, END, REGISTRY, replace_table, table_rows  # noqa: E402
 
 _TRANSFORMERS = tuple(int(x) for x in transformers.__version__.split(".")[:2])
 #: Families refused in every implementation, by the start of the error's feature.
@@ -152,6 +152,18 @@ def test_registry_and_doc_table_are_the_matrix() -> None:
     text = DOC.read_text()
     assert replace_table(text, markdown_table(cells)) == text
     assert f"transformers {saved['made_with']['transformers']}" in text
+
+
+def test_a_subset_write_replaces_only_its_rows() -> None:
+    """``model_matrix.py --write NAME``: the named families' rows anew, the others kept."""
+    written = DOC.read_text().split(BEGIN)[1].split(END)[0].splitlines()
+    rows = table_rows(DOC.read_text())
+    assert list(rows) == [f.name for f in FAMILIES]
+    first = FAMILIES[0].name
+    table = markdown_table({(first, i): Cell("raises", "x") for i in IMPLEMENTATIONS}, rows)
+    lines = table.splitlines()
+    assert lines[2] == f"| {first} | " + " | ".join(["raises: x"] * len(IMPLEMENTATIONS)) + " |"
+    assert lines[:2] + lines[3:] == written[:2] + written[3:]
 
 
 def test_without_config_a_sliding_model_differs() -> None:

@@ -25,6 +25,7 @@ from energon_pack.attention._masks import (
 )
 from energon_pack.attention._metadata import DocumentMetadata
 from energon_pack.attention._model_kwargs import hf_model_kwargs
+from energon_pack.attention._mrope import model_mrope_rows
 from energon_pack.attention._verify import IMPLEMENTATIONS, check_model
 
 __all__ = [
@@ -160,6 +161,7 @@ def hf_kwargs(
     config: Any = _REQUIRED,
     token_type_ids: torch.Tensor | None = None,
     moe_mm_token_type_ids: torch.Tensor | None = None,
+    mrope_position_ids: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """Kwargs for ``model(**...)`` of a transformers model: ``input_ids``, ``position_ids``,
     ``labels`` (:func:`hf_labels`) and per ``attn_implementation`` a bool mask (sdpa), an
@@ -188,7 +190,10 @@ def hf_kwargs(
     Hybrid models (linear-attention or short-conv layers, ``ModelReport.state_layers``): the
     packs are laid end to end in one ``(1, B*L)`` row with ``seq_idx`` and the varlen kwargs
     (:func:`~energon_pack.attention._model_kwargs.flattened_kwargs`); the logits come back as
-    ``(1, B*L, V)`` (``.view(B, L, -1)``), the loss as for ``(B, L)``.
+    ``(1, B*L, V)`` (``.view(B, L, -1)``), the loss as for ``(B, L)``. A multimodal hybrid
+    (Qwen3.5-VL) gets ``position_ids`` ``(4, 1, B*L)``: the text row (positions reset per
+    document, which its attention layers read) above the three mRoPE rows, as transformers'
+    Qwen3.5 text model splits them.
     """
     if attn_implementation is not None and attn_implementation not in IMPLEMENTATIONS:
         raise ValueError(
@@ -213,7 +218,11 @@ def hf_kwargs(
         report = check_model(config, attn_implementation, pack_size=meta.seq_idx.shape[1])
     model = hf_model_kwargs(meta, tokens, report, mask_dtype, token_type_ids)
     flat = (lambda x: x.reshape(1, -1)) if report.flattened else (lambda x: x)  # hybrids
-    kwargs = {"input_ids": flat(tokens), "position_ids": model.pop("position_ids")}
+    positions = model.pop("position_ids")
+    if mrope_position_ids is not None:
+        rows = model_mrope_rows(mrope_position_ids, config)
+        positions = _mrope_positions(rows, positions, report.flattened)
+    kwargs = {"input_ids": flat(tokens), "position_ids": positions}
     kwargs.update(
         _token_inputs(report, config is None, moe_mm_token_type_ids=moe_mm_token_type_ids)
     )
@@ -243,3 +252,23 @@ def _token_inputs(report: ModelReport, unchecked: bool, **given: torch.Tensor | 
                 f"{report.model_type} takes none: pack with this model's own processor"
             )
     return out
+
+
+def _mrope_positions(mrope: torch.Tensor, text: torch.Tensor, flattened: bool) -> torch.Tensor:
+    """``mrope`` ``(3 or 4, B, L)`` (the rows the model reads, :func:`model_mrope_rows`) as
+    is, or, 3 rows, laid end to end under the flattened row's text positions ``(1, B*L)``:
+    ``(4, 1, B*L)``."""
+    if mrope.dim() != 3 or mrope.shape[0] not in (3, 4) or (flattened and mrope.shape[0] != 3):
+        raise ValueError(
+            f"mrope_position_ids must be (3, B, L) (or HunYuan-VL's (4, B, L) for a model that "
+            f"is not a hybrid), got {tuple(mrope.shape)}"
+        )
+    if not flattened:
+        return mrope
+    rows = mrope.reshape(3, 1, -1)
+    if rows.shape[-1] != text.shape[-1]:
+        raise ValueError(
+            f"mrope_position_ids {tuple(mrope.shape)} do not cover the batch's "
+            f"{text.shape[-1]} tokens"
+        )
+    return torch.cat([text.reshape(1, 1, -1).to(rows.dtype), rows])

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from energon_pack.attention._errors import PackingNotExactError
-from energon_pack.attention._hybrid import hybrid_layers
+from energon_pack.attention._hybrid import WITH_ATTENTION, hybrid_layers
 from energon_pack.attention._implementations import implementation
 from energon_pack.attention._masks import LAYER_TYPES, LocalAttention
 
@@ -309,6 +309,8 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
     state_layers = hybrid_layers(
         outer, config, [t for t in dict.fromkeys(layer_types) if t not in LAYER_TYPES]
     )
+    if set(state_layers) & set(WITH_ATTENTION) and "full_attention" not in present:
+        present.append("full_attention")  # the attention block inside those layers
     _check_alibi(config)
     notes: list[str] = []
     rope_types = _check_rope(config, pack_size, notes)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -124,6 +125,7 @@ def tiny_config(config: Any, pack_size: int | None = None, *, all_layers: bool =
         data["per_layer_config"] = per_layer
     mha = data.get("num_key_value_heads", 0) == data.get("num_attention_heads")
     _cap(data, data.get("vocab_size", 256))
+    _shrink_ssm(data)
     data.update(dict.fromkeys(out_of_reach, row))
     if mha:  # multi-head (and MLA, which needs it): keep key/value heads = query heads
         data["num_key_value_heads"] = data["num_attention_heads"]
@@ -156,6 +158,43 @@ def _cap(data: dict[str, Any], vocab: int) -> dict[str, Any]:
         elif name.endswith("_token_id") and isinstance(value, list):
             data[name] = [min(v, min(vocab, 256) - 1) for v in value]
     return data
+
+
+#: Mamba2 mixer sizes: (heads, head size, expansion, groups) with heads * head size = expansion
+#: * hidden size and groups dividing heads (Bamba, GraniteMoE-hybrid, Falcon-H1, Zamba2,
+#: Nemotron-H, Mamba2).
+_SSM = (
+    ("mamba_n_heads", "mamba_d_head", "mamba_expand", "mamba_n_groups"),
+    ("n_mamba_heads", "mamba_headdim", "mamba_expand", "mamba_ngroups"),  # Zamba2
+    ("mamba_num_heads", "mamba_head_dim", "expand", "n_groups"),  # Nemotron-H
+    ("num_heads", "head_dim", "expand", "n_groups"),
+)
+
+
+def _shrink_ssm(data: dict[str, Any]) -> None:
+    """Mamba2 sizes consistent again after the hidden size was capped: heads of 16 channels
+    (fewer where the expansion is narrow), groups dividing them, states of at most 16."""
+    hidden = data.get("hidden_size")
+    for heads, head, expand, groups in _SSM:
+        values = [data.get(n) for n in (heads, head, expand)]
+        if not all(isinstance(v, int) for v in values) or not isinstance(hidden, int):
+            continue
+        inner = data.get("mamba_d_ssm") or values[2] * hidden  # Falcon-H1 may set it
+        if values[0] * values[1] == inner:
+            continue
+        n = min(values[0], max(1, inner // 16))
+        while inner % n:
+            n -= 1
+        data[heads], data[head] = n, inner // n
+        if isinstance(data.get(groups), int):
+            data[groups] = math.gcd(data[groups], n)
+    for name in ("mamba_d_state", "state_size", "ssm_state_size"):
+        if isinstance(data.get(name), int):
+            data[name] = min(data[name], 16)
+    if data.get("model_type") == "zamba2":  # derived in __post_init__, kept by from_dict
+        hidden, heads = data["hidden_size"], data["num_attention_heads"]
+        data.update(attention_hidden_size=2 * hidden, attention_head_dim=2 * hidden // heads,
+                    kv_channels=hidden // heads, num_query_groups=heads)  # fmt: skip
 
 
 def _head_dim(data: dict[str, Any]) -> int | None:

@@ -8,9 +8,10 @@ transformers 5.24 gated delta-net layers (Qwen3-Next, Qwen3.5, OLMo-hybrid) pass
 (so ``seq_idx``) to causal-conv1d's ``causal_conv1d_fn``; LFM2's short convolutions pass
 ``**kwargs`` to ``causal_conv1d_fn``. Those layers are candidates: ``check_model``'s experiment
 runs them through transformers' route with reference kernels (``_linear_reference.py``) and
-accepts them only when packed equals alone. Layers whose kernels energon-pack has no reference
-for (Mamba's ``mamba_chunk_scan_combined``, ``selective_scan_fn``, Kimi's ``chunk_kda``), or
-that call no kernel at all, are refused here, naming what transformers passes them.
+accepts them only when packed equals alone; so are Mamba2 mixers (Bamba, GraniteMoE-hybrid,
+Falcon-H1, Zamba2, Nemotron-H), which pass ``seq_idx`` to mamba-ssm's scans. Mamba (v1) layers
+(their ``selective_scan_fn`` takes no border), layers whose kernels energon-pack has no
+reference for (Kimi's ``chunk_kda``), or that call no kernel at all, are refused here.
 """
 
 from __future__ import annotations
@@ -22,7 +23,21 @@ from typing import Any
 
 from energon_pack.attention._linear_reference import DECODE_ONLY, KERNELS, kernel_functions
 
-__all__ = ["hybrid_layers", "refusal"]
+__all__ = ["FLATTENED_MULTIMODAL", "NO_BORDER_INPUT", "WITH_ATTENTION", "hybrid_layers", "refusal"]
+
+#: Module globals of transformers' Mamba (v1) mixers -> mamba-ssm's kernel, which has no input
+#: for document borders (Jamba, Zamba, Mamba, FalconMamba).
+NO_BORDER_INPUT = {"mamba_selective_scan": "selective_scan_fn", "mamba_inner_fn": "mamba_inner_fn"}
+#: State layer types that hold a full-attention block too (Falcon-H1's attention beside its
+#: Mamba2 mixer, Zamba2's shared attention block): their models read the
+#: ``"full_attention"`` mask of the mapping for them.
+WITH_ATTENTION = ("hybrid",)
+
+#: Multimodal hybrids whose flattened route (the ``(1, B*L)`` row, ``(4, 1, B*L)`` text and
+#: mRoPE positions, images and videos) is proven packed-equals-alone by energon-pack's tests
+#: (``tests/task_encoders/test_hybrid_vlm_proof.py``); their text model is checked as any
+#: hybrid's. Others are refused: their vision inputs were never run through this layout.
+FLATTENED_MULTIMODAL = ("qwen3_5", "qwen3_5_moe")
 
 
 def refusal(types: list[str], why: str, remedy: str | None = None) -> Any:
@@ -57,13 +72,13 @@ def hybrid_layers(outer: Any, config: Any, types: list[str]) -> tuple[str, ...]:
     transformers routes all of them to kernels energon-pack can verify; else refuses."""
     if not types:
         return ()
-    if outer is not config:
+    if outer is not config and getattr(outer, "model_type", "") not in FLATTENED_MULTIMODAL:
         raise refusal(
             types,
             f"{getattr(outer, 'model_type', type(outer).__name__)} is a multimodal hybrid: its "
             "linear layers need the batch flattened to one (1, B*L) row with seq_idx and "
-            "cu_seq_lens, which energon-pack does not yet build with the mRoPE rows and the "
-            "vision inputs",
+            "cu_seq_lens, and energon-pack has verified that layout with the position rows and "
+            f"the vision inputs only for {', '.join(FLATTENED_MULTIMODAL)}",
             "train it unpacked; its text model alone (ForCausalLM) packs",
         )
     cls = _model_class(config)
@@ -72,6 +87,14 @@ def hybrid_layers(outer: Any, config: Any, types: list[str]) -> tuple[str, ...]:
     source = inspect.getsource(module) if module else ""
     unknown = sorted(n for n in kernels if n not in KERNELS and n not in DECODE_ONLY)
     where = f"{cls.__module__.rsplit('.', 1)[-1]}.py of transformers {_version()}" if cls else ""
+    no_input = sorted(n for n in unknown if n in NO_BORDER_INPUT)
+    if no_input:
+        raise refusal(
+            types,
+            f"these are Mamba (v1) layers: transformers calls {', '.join(no_input)} in {where}, "
+            f"and mamba-ssm's {', '.join(NO_BORDER_INPUT[n] for n in no_input)} have no "
+            "seq_idx or cu_seqlens input, so no kernel can reset their state at a document border",
+        )
     if unknown:
         raise refusal(
             types,

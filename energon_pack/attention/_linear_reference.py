@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""transformers' route through the kernels of linear-attention and short-conv layers, on CPU.
+"""transformers' route through the kernels of linear-attention, short-conv and Mamba2 layers, on CPU.
 
 Gated delta-net layers (Qwen3-Next, Qwen3.5, OLMo-hybrid) and short convolutions (LFM2) keep
 the documents of a packed row apart only inside their kernels: flash-linear-attention's
@@ -12,6 +12,7 @@ falls back to a pure-PyTorch function that raises when given ``cu_seqlens`` or `
 wrapper (its refusal, its filtering of kwargs by the kernel's signature) in place of a model
 module's kernels, so the route from ``model(**hf_kwargs)`` to the kernel is transformers' code.
 What that proves is the route, with a reference kernel: not fla's or causal-conv1d's CUDA code.
+Mamba2's scans (mamba-ssm) have their references in ``_mamba_reference.py``.
 """
 
 from __future__ import annotations
@@ -36,14 +37,26 @@ __all__ = [
     "missing_kernels",
 ]
 
-#: Module globals of transformers' modeling files this reference replaces: name ->
-#: (transformers' kernel name, the package it imports, the pip distribution).
+_MAMBA = "energon_pack.attention._mamba_reference"
+#: Module globals of transformers' modeling files these references replace: name ->
+#: (transformers' kernel name, the package it imports, the pip distribution, the module of
+#: energon-pack's reference, which exposes it under the kernel name).
 KERNELS = {
-    "causal_conv1d_fn": ("causal_conv1d_fn", "causal_conv1d", "causal-conv1d"),
-    "torch_chunk_gated_delta_rule": ("chunk_gated_delta_rule", "fla", "flash-linear-attention"),
-}
+    "causal_conv1d_fn": ("causal_conv1d_fn", "causal_conv1d", "causal-conv1d", __name__),
+    "torch_chunk_gated_delta_rule": (
+        "chunk_gated_delta_rule", "fla", "flash-linear-attention", __name__,
+    ),
+    "mamba2_chunk_scan": ("mamba_chunk_scan_combined", "mamba_ssm", "mamba-ssm", _MAMBA),
+    "mamba2_split_conv1d_scan_combined": (
+        "mamba_split_conv1d_scan_combined", "mamba_ssm", "mamba-ssm", _MAMBA,
+    ),
+}  # fmt: skip
 #: Kernels of single-token cached decoding: never called by a training forward.
-DECODE_ONLY = ("causal_conv1d_update", "torch_recurrent_gated_delta_rule")
+DECODE_ONLY = (
+    "causal_conv1d_update",
+    "torch_recurrent_gated_delta_rule",
+    "mamba2_selective_state_update",
+)
 
 _ACTIVE = [0]
 
@@ -158,7 +171,7 @@ def missing_kernels(model_class: type) -> list[str]:
     if _ACTIVE[0]:
         return []
     needed = [KERNELS[n] for n in kernel_functions(model_class) if n in KERNELS]
-    return sorted({dist for _, pkg, dist in needed if importlib.util.find_spec(pkg) is None})
+    return sorted({dist for _, pkg, dist, _ in needed if importlib.util.find_spec(pkg) is None})
 
 
 @contextlib.contextmanager
@@ -173,7 +186,9 @@ def emulated_linear_kernels(model_class: type | None) -> Iterator[None]:
         else {}
     )
     for name, original in saved.items():
-        wrap = hub.use_kernel_func_from_hub_with_fallback(KERNELS[name][0], __name__)
+        kernel, _, _, reference = KERNELS[name]
+        importlib.import_module(reference)
+        wrap = hub.use_kernel_func_from_hub_with_fallback(kernel, reference)
         module[name] = wrap(original.__wrapped__)
     _ACTIVE[0] += 1
     try:

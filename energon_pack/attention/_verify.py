@@ -171,7 +171,8 @@ def _check_kernels(report: ModelReport, cls: type | None, config: Any) -> None:
     missing = missing_kernels(decoder) if decoder is not None else []
     if missing:
         reads = {"causal-conv1d": "seq_idx for causal_conv1d_fn",
-                 "flash-linear-attention": "cu_seqlens for chunk_gated_delta_rule"}  # fmt: skip
+                 "flash-linear-attention": "cu_seqlens for chunk_gated_delta_rule",
+                 "mamba-ssm": "seq_idx for mamba_chunk_scan_combined"}  # fmt: skip
         raise PackingNotExactError(
             f"{list(report.state_layers)} layers of {decoder.__name__} without their kernels",
             "these layers keep the documents of a packed row apart only inside the kernels "

@@ -25,7 +25,6 @@ from energon_pack.attention import (
     document_metadata,
     flash_attn_kwargs,
     hf_kwargs,
-    model_mrope_rows,
     packed_seq_params,
 )
 from energon_pack.samples._counts import PackingCounts
@@ -298,14 +297,12 @@ class PackedCaptioningBatch(PackedImageFields, PackedTextBatch):
 
     def hf_kwargs(self, attn_implementation: str | None = None, **options: Any) -> dict[str, Any]:
         """Text kwargs plus the images (:func:`image_kwargs`) and, when built, the mRoPE
-        ``position_ids`` of shape (3, B, L)."""
+        ``position_ids`` of shape (3, B, L) (hybrids such as Qwen3.5-VL: (4, 1, B*L), see
+        :func:`energon_pack.attention.hf_kwargs`)."""
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
+        options.setdefault("mrope_position_ids", self.mrope_position_ids)
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         kwargs.update(image_kwargs(self.pixel_values, self.image_grid_thw))
-        if self.mrope_position_ids is not None:
-            kwargs["position_ids"] = model_mrope_rows(
-                self.mrope_position_ids, options.get("config")
-            )
         return kwargs
 
 
@@ -329,8 +326,9 @@ class PackedMultimodalBatch(VideoFields, PackedCaptioningBatch):
     def hf_kwargs(self, attn_implementation: str | None = None, **options: Any) -> dict[str, Any]:
         """Text kwargs, the images when the batch has some (:func:`image_kwargs`),
         ``pixel_values_videos`` / ``video_grid_thw`` when it has videos, and the (3, B, L)
-        mRoPE ``position_ids`` when built."""
+        mRoPE ``position_ids`` when built (hybrids: (4, 1, B*L))."""
         # explicit base: zero-argument super() fails in slots dataclasses before Python 3.14
+        options.setdefault("mrope_position_ids", self.mrope_position_ids)
         kwargs = PackedTextBatch.hf_kwargs(self, attn_implementation, **options)
         if len(self.image_grid_thw):
             sizes, per_doc = self.image_sizes, self.batch_num_images
@@ -338,10 +336,6 @@ class PackedMultimodalBatch(VideoFields, PackedCaptioningBatch):
         if len(self.video_grid_thw):
             kwargs["pixel_values_videos"] = self.pixel_values_videos
             kwargs["video_grid_thw"] = self.video_grid_thw
-        if self.mrope_position_ids is not None:
-            kwargs["position_ids"] = model_mrope_rows(
-                self.mrope_position_ids, options.get("config")
-            )
         return kwargs
 
 

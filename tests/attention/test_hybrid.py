@@ -134,17 +134,36 @@ def test_experiment_catches_a_missing_border(model, monkeypatch, drop) -> None:
     assert logits > 1e-4
 
 
-def test_position_ids_alone_leak_through_the_fallbacks(model) -> None:
-    """The peers' silent path: (B, L) rows, reset positions and a document mask, no seq_idx /
-    cu_seq_lens: transformers' PyTorch fallbacks run each row as one sequence."""
+def _qwen3_5() -> torch.nn.Module:
+    config = transformers.Qwen3_5TextConfig(
+        vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, linear_num_value_heads=4,
+        linear_num_key_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
+        layer_types=["linear_attention", "full_attention"],
+    )  # fmt: skip
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return transformers.Qwen3_5ForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("build", [_qwen3_next, _qwen3_5], ids=["qwen3-next", "qwen3.5"])
+def test_position_ids_alone_leak_through_the_fallbacks(build) -> None:
+    """The peers' silent path (ms-swift, NeMo before the fix): (B, L) rows, reset positions and
+    a document mask, no seq_idx / cu_seq_lens: transformers' PyTorch fallbacks run each row as
+    one sequence. The figure in docs/howto/kernels.md: ``pytest -s -k leak`` prints it."""
+    model = build()
     meta, tokens = _batch()
     with _verify.cpu_route("sdpa", type(model)):
         report = check_model(model, "sdpa", pack_size=LENGTH)
+        exact = model(**hf_kwargs(meta, tokens, None, "sdpa", config=model)).logits
     plain = dataclasses.replace(report, state_layers=())
     kwargs = _experiment.hf_model_kwargs(meta, tokens, plain)
     with torch.no_grad():
         logits = model(input_ids=tokens, **kwargs).logits
-        assert _alone_diff(model, tokens, logits) > 1e-3
+        leak = _alone_diff(model, tokens, logits)
+        assert _alone_diff(model, tokens, exact.view(len(ROWS), LENGTH, -1)) <= 1e-5
+    print(f"{type(model).__name__}: position ids only, max |logit diff| vs alone {leak:.2g}")
+    assert leak > 1e-3
 
 
 def test_refused_without_the_kernels_naming_them(model, monkeypatch) -> None:
@@ -167,9 +186,9 @@ def test_refused_without_the_kernels_naming_them(model, monkeypatch) -> None:
 @pytest.mark.parametrize(
     ("config", "says"),
     [
-        ("BambaConfig", "kernels energon-pack has no reference of (mamba2_chunk_scan"),
+        ("JambaConfig", "these are Mamba (v1) layers: transformers calls mamba_inner_fn"),
         ("MiniMaxConfig", "modeling_minimax.py of transformers"),
-        ("Qwen3_5Config", "qwen3_5 is a multimodal hybrid"),
+        ("Lfm3VlConfig", "lfm3_vl is a multimodal hybrid"),
     ],
 )
 def test_other_hybrids_refused_by_mechanism(config, says) -> None:
@@ -205,3 +224,21 @@ def test_a_hybrid_whose_layers_miss_the_borders_is_refused_by_name(monkeypatch) 
         with pytest.raises(PackingNotExactError, match="do not get the document borders") as err:
             check_model(config, "sdpa", pack_size=40)
     assert "causal_conv1d_fn" in str(err.value) and "torch_chunk_gated_delta_rule" in str(err.value)
+
+
+def test_mrope_rows_go_under_the_text_row_of_the_flattened_batch(model) -> None:
+    """A multimodal hybrid's (3, B, L) mRoPE rows become (4, 1, B*L): the flattened text
+    positions, then the rows laid end to end."""
+    meta, tokens = _batch()
+    mrope = torch.arange(3 * 2 * LENGTH).view(3, 2, LENGTH)
+    with _verify.cpu_route("sdpa", type(model)):
+        kwargs = hf_kwargs(meta, tokens, None, "sdpa", config=model, mrope_position_ids=mrope)
+        assert kwargs["position_ids"].shape == (4, 1, 2 * LENGTH)
+        assert torch.equal(kwargs["position_ids"][0, 0], meta.position_ids.reshape(-1))
+        assert torch.equal(kwargs["position_ids"][1:, 0], mrope.reshape(3, -1))
+        with pytest.raises(ValueError, match="must be"):
+            hf_kwargs(meta, tokens, None, "sdpa", config=model, mrope_position_ids=mrope[:2])
+        with pytest.raises(ValueError, match="do not cover"):
+            hf_kwargs(meta, tokens, None, "sdpa", config=model, mrope_position_ids=mrope[..., :5])
+    plain = hf_kwargs(meta, tokens, None, "sdpa", config=None, mrope_position_ids=mrope)
+    assert plain["position_ids"] is mrope  # (B, L) rows: as given

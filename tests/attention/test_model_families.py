@@ -45,7 +45,7 @@ from energon_pack.attention._masks import document_causal_mask
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
-from model_matrix import DOC, REGISTRY, replace_table  # noqa: E402
+from model_matrix import BEGIN, DOC, END, REGISTRY, replace_table, table_rows  # noqa: E402
 
 _TRANSFORMERS = tuple(int(x) for x in transformers.__version__.split(".")[:2])
 #: Families refused in every implementation, by the start of the error's feature.
@@ -54,14 +54,10 @@ REFUSED = {
     "phi3 (LongRoPE, original 16)": "LongRoPE",
     "bloom (ALiBi)": "ALiBi (bloom)",
     "falcon (ALiBi)": "ALiBi (falcon)",
-    # hybrids whose layers transformers routes to kernels without a reference here (Mamba)
-    # or to PyTorch code that takes no border; Qwen3-Next and LFM2 are exact (reference kernels)
-    "qwen3.5-vl": "non-attention layer types ['linear_attention']",
-    "bamba (hybrid Mamba2)": "non-attention layer types ['linear_attention']",
+    # hybrids whose layers have no border input (Mamba v1's selective scan) or are PyTorch
+    # code that takes none; Qwen3-Next, Qwen3.5, LFM2 and the Mamba2 hybrids are exact
+    # (transformers' kernel route with reference kernels)
     "jamba": "non-attention layer types ['linear_attention']",
-    "falcon-h1": "non-attention layer types ['hybrid']",
-    "zamba2": "non-attention layer types ['linear_attention']",
-    "granitemoe-hybrid": "non-attention layer types ['linear_attention']",
     "minimax": "non-attention layer types ['linear_attention']",
     "recurrent-gemma": "non-attention layer types ['linear_attention']",
     "rwkv": "recurrent layers without attention",
@@ -89,6 +85,9 @@ REFUSED_CELLS = {
     # transformers' LFM2 reads BlockMask.ndim ('BlockMask' object has no attribute 'ndim')
     ("lfm2 (hybrid short conv)", "flex_attention"): "Lfm2ForCausalLM with flex_attention",
     ("lfm2-moe", "flex_attention"): "Lfm2MoeForCausalLM with flex_attention",
+    ("granitemoe-hybrid", "flex_attention"): "GraniteMoeHybridForCausalLM with flex_attention",
+    ("nemotron-h", "flex_attention"): "NemotronHForCausalLM with flex_attention",
+    ("zamba2", "flex_attention"): "Zamba2ForCausalLM with flex_attention",
 }
 #: Its logits are exact, its loss is not: it does not shift labels as HF's causal LMs do.
 REFUSED_CELLS.update(
@@ -153,6 +152,18 @@ def test_registry_and_doc_table_are_the_matrix() -> None:
     text = DOC.read_text()
     assert replace_table(text, markdown_table(cells)) == text
     assert f"transformers {saved['made_with']['transformers']}" in text
+
+
+def test_a_subset_write_replaces_only_its_rows() -> None:
+    """``model_matrix.py --write NAME``: the named families' rows anew, the others kept."""
+    written = DOC.read_text().split(BEGIN)[1].split(END)[0].splitlines()
+    rows = table_rows(DOC.read_text())
+    assert list(rows) == [f.name for f in FAMILIES]
+    first = FAMILIES[0].name
+    table = markdown_table({(first, i): Cell("raises", "x") for i in IMPLEMENTATIONS}, rows)
+    lines = table.splitlines()
+    assert lines[2] == f"| {first} | " + " | ".join(["raises: x"] * len(IMPLEMENTATIONS)) + " |"
+    assert lines[:2] + lines[3:] == written[:2] + written[3:]
 
 
 def test_without_config_a_sliding_model_differs() -> None:

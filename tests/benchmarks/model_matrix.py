@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Print (or write) the model-family matrix of packing exactness.
 
-Run: ``python tests/benchmarks/model_matrix.py [--write | NAME ...]`` (NAME: only the families
-whose name contains it). Every family of
+Run: ``python tests/benchmarks/model_matrix.py [--write] [NAME ...]`` (NAME: only the families
+whose name contains it, and the others of their model classes; with ``--write`` their rows and
+their classes' registry entries are replaced, the rest kept). Every family of
 ``tests/attention/model_families.py`` x every implementation: ``check_model`` with the registry
 off, then packed vs alone where it accepts (see that module). Prints each cell with its
 differences and the seconds it took; ``--write`` also regenerates
@@ -48,8 +49,9 @@ def main() -> None:
     _verify._verified = lambda: {}  # noqa: SLF001 - the matrix proves, it does not look up
     cells, counts = {}, {}
     names = [a for a in sys.argv[1:] if not a.startswith("--")]
+    named = {f.model_class for f in FAMILIES if any(n in f.name for n in names)}
     for family in FAMILIES:
-        if names and not any(n in family.name for n in names):
+        if names and family.model_class not in named:
             continue
         for impl in IMPLEMENTATIONS:
             start = time.perf_counter()
@@ -63,9 +65,23 @@ def main() -> None:
     for impl in IMPLEMENTATIONS:
         print(impl, {o: n for (i, o), n in sorted(counts.items()) if i == impl})
     if "--write" in sys.argv:
-        table = {"made_with": _verdicts.installed(), "cells": registry(cells)}
+        entries = registry(cells)
+        if names:  # the named classes' entries and rows anew, the others as written
+            saved = json.loads(REGISTRY.read_text())
+            if saved["made_with"] != _verdicts.installed():
+                raise SystemExit("verified.json was made on other versions: run all families")
+            kept = {c: v for c, v in saved["cells"].items() if c not in named}
+            entries = dict(sorted({**kept, **entries}.items()))
+        table = {"made_with": _verdicts.installed(), "cells": entries}
         REGISTRY.write_text(json.dumps(table, indent=1) + "\n")
-        DOC.write_text(replace_table(DOC.read_text(), markdown_table(cells)))
+        rows = None if not names else table_rows(DOC.read_text())
+        DOC.write_text(replace_table(DOC.read_text(), markdown_table(cells, rows)))
+
+
+def table_rows(text: str) -> dict[str, str]:
+    """The rows of the table in ``text`` by family name."""
+    table = text.split(BEGIN)[1].split(END)[0]
+    return {line.split(" | ")[0][2:]: line for line in table.splitlines()[2:]}
 
 
 if __name__ == "__main__":

@@ -109,6 +109,49 @@ def tiny_vlm(family: str, vocab_size: int, ids: dict[str, int]) -> torch.nn.Modu
     return _seeded(cls, config)
 
 
+def tiny_qwen3_5_vl(
+    vocab_size: int, ids: dict[str, int], *, moe: bool = False, attn_implementation: str = "sdpa"
+) -> Any:
+    """A seeded fp32 Qwen3.5-VL (``Qwen3_5ForConditionalGeneration``; ``moe``: the MoE one):
+    a gated delta-net layer then a full-attention layer (``attn_implementation``), a 1-block
+    sdpa vision tower (patch 16)."""
+    import transformers as tf
+
+    text = dict(
+        _text(vocab_size, head_dim=16),
+        layer_types=["linear_attention", "full_attention"],
+        num_hidden_layers=2,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=8,
+        rope_parameters={"rope_type": "default", "mrope_section": [1, 1, 2],
+                         "mrope_interleaved": True, "partial_rotary_factor": 0.5},
+    )  # fmt: skip
+    if moe:
+        text |= dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                     shared_expert_intermediate_size=32)  # fmt: skip
+    config = (tf.Qwen3_5MoeConfig if moe else tf.Qwen3_5Config)(
+        text_config=text,
+        vision_config=dict(
+            depth=1,
+            num_heads=2,
+            patch_size=16,
+            spatial_merge_size=2,
+            hidden_size=32,
+            intermediate_size=64,
+            out_hidden_size=64,
+            num_position_embeddings=64,
+        ),
+        image_token_id=ids["image"],
+        video_token_id=ids["video"],
+        vision_start_token_id=ids["vision_start"],
+        vision_end_token_id=ids["vision_end"],
+    )
+    cls = tf.Qwen3_5MoeForConditionalGeneration if moe else tf.Qwen3_5ForConditionalGeneration
+    return _seeded(cls, config, None if attn_implementation == "sdpa" else attn_implementation)
+
+
 #: InternVL test tiles: 56 pixels, ViT patch 14, pixel shuffle 0.5 -> 4 tokens a tile.
 INTERNVL_TILE, INTERNVL_TOKENS_PER_TILE = 56, 4
 

@@ -73,16 +73,26 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def alone(processor: Any, turns: list[tuple[str, str]], images: list[bytes]) -> dict[str, Any]:
-    """The conversation through Gemma 3's own processor: its chat template with
-    ``<start_of_image>`` (the processor's image token) for each tag, then the processor with
-    the images and no added BOS (the template has it), as ``processor.apply_chat_template``."""
+    """``processor.apply_chat_template(tokenize=True)`` on the conversation as typed content
+    (each text split at its tags: ``{"type": "image"}`` and ``{"type": "text"}`` items)."""
     messages = [
-        {"role": r, "content": t.replace("<image>", processor.image_token)} for r, t in turns
+        {
+            "role": r,
+            "content": [
+                {"type": "image"} if p == "<image>" else {"type": "text", "text": p}
+                for p in re.split("(<image>)", t)
+                if p
+            ],
+        }
+        for r, t in turns
     ]
-    text = processor.tokenizer.apply_chat_template(messages, tokenize=False)
     pil = [Image.open(io.BytesIO(b)) for b in images]
-    return processor(
-        text=[text], images=[pil] if pil else None, add_special_tokens=False, return_tensors="pt"
+    return processor.apply_chat_template(
+        messages,
+        tokenize=True,
+        return_dict=True,
+        return_tensors="pt",
+        processor_kwargs={"images": pil} if pil else {},
     )
 
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 from PIL import Image
 from vlm_helpers import chat_sample, png, vlm_datasets
-from vlm_models import llava_processor, tiny_llava
+from vlm_models import llava_processor, tiny_llava, typed, typed_template
 
 from energon_pack.algorithms import CarryOver
 from energon_pack.samples import collate_packs
@@ -269,7 +269,7 @@ def test_documents_keep_the_bos_a_llama_style_tokenizer_adds(tmp_path, tokenizer
     )
     tok.save_pretrained(tmp_path)
     processor = llava_processor(tmp_path)
-    processor.chat_template = processor.tokenizer.chat_template
+    processor.chat_template = typed_template("'<image>\\n'", images_first=True)
     assert (
         processor.tokenizer("a").input_ids[:1]
         == [bos_id]
@@ -286,7 +286,7 @@ def test_documents_keep_the_bos_a_llama_style_tokenizer_adds(tmp_path, tokenizer
     for i, (turns, images) in enumerate(conversations):
         (doc,) = enc.encode_sample(chat_sample(f"k{i}", turns, images=images))
         roles = ["user", "assistant"] * len(turns)
-        messages = [{"role": r, "content": t} for r, t in zip(roles, turns)]
+        messages = [{"role": r, "content": typed(t)} for r, t in zip(roles, turns)]
         pil = [Image.open(io.BytesIO(b)) for b in images]
         want = processor.apply_chat_template(
             messages, tokenize=True, return_dict=True, processor_kwargs={"images": pil}

@@ -238,3 +238,27 @@ def test_overlong_cuts_never_split_an_image(family: Any) -> None:
         assert got == run * len(piece.image_spans), (name, piece.tokens.tolist())
         assert len(piece.image_spans) == len(piece.image_grid_thw)
         assert piece.num_media_tokens == int((piece.tokens == image_id).sum())
+
+
+def test_captioning_is_a_one_image_conversation(family: Any) -> None:
+    """A captioning sample through the chat template is the conversation ``user: <image>``,
+    ``assistant: caption`` as the processor makes it (tokens, pixels, token types, loss)."""
+    from megatron.energon import CaptioningSample
+
+    from energon_pack.task_encoders import CaptioningPackingTaskEncoder
+
+    name, case, _, processor = family
+    enc = encoder(CaptioningPackingTaskEncoder, family, use_chat_template=True, light_media=False)
+    tok = processor.tokenizer
+    for i, (w, h) in enumerate(case.sizes[:3]):
+        image, caption = png(w, h, seed=i), f"a seed {i}"
+        sample = CaptioningSample(__key__=f"c{i}", __restore_key__=(), image=image, caption=caption)
+        (doc,) = enc.encode_sample(sample)
+        want = alone(processor, [("user", "<image>"), ("assistant", caption)], [image])
+        assert doc.tokens.tolist() == want["input_ids"][0].tolist(), (name, (w, h))
+        items = _items(doc)
+        assert _same_pixels(doc.pixel_values, want["pixel_values"], items), (name, (w, h))
+        if "token_type_ids" in want:
+            assert doc.token_type_ids.tolist() == want["token_type_ids"][0].tolist()
+        expect = tok(caption + case.answer_end, add_special_tokens=False).input_ids
+        assert doc.tokens[doc.loss_mask].tolist() == expect, name

@@ -267,3 +267,22 @@ def test_captioning_is_a_one_image_conversation(family: Any) -> None:
             assert doc.token_type_ids.tolist() == want["token_type_ids"][0].tolist()
         expect = tok(caption + case.answer_end, add_special_tokens=False).input_ids
         assert doc.tokens[doc.loss_mask].tolist() == expect, name
+
+
+def test_images_anywhere_in_the_text(family: Any) -> None:
+    """Tags mid-text, at the end and next to newlines and double spaces, in several turns (a
+    prefix-LM family: one prompt, images first): the processor's document exactly."""
+    name, case, _, processor = family
+    enc = encoder(ConversationPackingTaskEncoder, family, light_media=False)
+    if vision_family(processor).prefix_lm:
+        turns = ["<image><image>what is  this\n", "a seed"]
+    else:
+        turns = ["what <image>\n is  this <image>", "a seed", "and\n\n<image>", "\nit is "]
+    images = [png(*case.sizes[i % len(case.sizes)], seed=i) for i in range(turns[0].count("<"))]
+    images += [png(40, 30, seed=9)] * ("<image>" in "".join(turns[1:]))
+    (doc,) = enc.encode_sample(chat_sample("k", turns, images=images))
+    roles = ["user", "assistant"] * len(turns)
+    want = alone(processor, list(zip(roles, turns)), images)
+    assert doc.tokens.tolist() == want["input_ids"][0].tolist(), name
+    if "token_type_ids" in want:
+        assert doc.token_type_ids.tolist() == want["token_type_ids"][0].tolist(), name

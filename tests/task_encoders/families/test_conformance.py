@@ -24,7 +24,7 @@ import torch
 from family_cases import CASES
 from PIL import Image
 from vlm_helpers import chat_sample, png, vlm_datasets
-from vlm_models import typed
+from vlm_models import typed, typed_template
 
 from energon_pack.encoding import vision_family
 from energon_pack.encoding._families import FAMILIES
@@ -286,3 +286,22 @@ def test_images_anywhere_in_the_text(family: Any) -> None:
     assert doc.tokens.tolist() == want["input_ids"][0].tolist(), name
     if "token_type_ids" in want:
         assert doc.token_type_ids.tolist() == want["token_type_ids"][0].tolist(), name
+
+
+def test_templates_that_cannot_express_the_conversation_are_refused(vlm_tokenizer_dir) -> None:
+    """A processor template that drops an image item, or takes strings only, is refused naming
+    the sample and why (never packed as text the processor would not produce)."""
+    from energon_pack_tools._tokenizers import CHAT_TEMPLATE  # strings only
+
+    processor = CASES["qwen2-vl"].processor(vlm_tokenizer_dir)
+    sample = chat_sample("k", ["<image> hi", "a seed"], images=[png(28, 28, 1)])
+    refusals = {
+        typed_template("''"): r"'k'.*wrote '<\|vision_start\|><\|image_pad\|><\|vision_end\|>' "
+        r"0 time\(s\) for 1 image\(s\).*cannot express",
+        CHAT_TEMPLATE: r"'k'.*fails on typed content.*TypeError",
+    }
+    for template, message in refusals.items():
+        processor.chat_template = template
+        enc = ConversationPackingTaskEncoder(vlm_tokenizer_dir, processor, pack_size=64)
+        with pytest.raises(ValueError, match=message):
+            list(enc.encode_sample(sample))

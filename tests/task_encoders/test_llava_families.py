@@ -7,6 +7,7 @@ adds."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 from pathlib import Path
@@ -198,6 +199,8 @@ def test_analyze_counts_llava_media_tokens(
     from energon_pack_tools.cli import main
 
     name, _, processor = family
+    processor = copy.copy(processor)  # saved with a template for typed content, as published
+    processor.chat_template = typed_template("'<image>\\n'", images_first=True)
     processor.save_pretrained(tmp_path / name)
     saved = tmp_path / name / "processor_config.json"  # as a checkpoint names it
     cls = type(processor).__mro__[1 if name == "onevision" else 0].__name__

@@ -5,6 +5,7 @@ their refusals, and ``energon-pack analyze`` on a saved processor (slow tier).""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from vlm_models import (
     tiny_idefics3,
     tiny_internvl,
     tiny_smolvlm,
+    typed_template,
 )
 
 from energon_pack.encoding import vision_family
@@ -101,6 +103,8 @@ def test_analyze_counts_the_familys_media_tokens(
     from energon_pack_tools.cli import main
 
     name, _, processor = family
+    processor = copy.copy(processor)  # saved with a template for typed content, as published
+    processor.chat_template = typed_template(repr(FAMILIES[name][3]))
     processor.save_pretrained(tmp_path / name)
     # the class a checkpoint names (the test's is a subclass without the video processor)
     saved = tmp_path / name / "processor_config.json"

@@ -24,6 +24,7 @@ from energon_pack.encoding._media_processor import (
     MediaProcessor,
     ProcessedMedia,
     expand_placeholders,
+    media_of,
     to_pil_image,
     video_frames,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "check_planned",
     "DocumentTokenizer",
     "expand_placeholders",
+    "media_of",
     "family_for",
     "high_bit_depth_modes",
     "images_only_class",

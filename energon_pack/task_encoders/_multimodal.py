@@ -1,15 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
 """``MultimodalPackingTaskEncoder``: conversations whose turns reference images and videos; the
-engine of the VQA and conversation encoders. ``<image>`` / ``<video>`` tags in the messages
-become the family's placeholders (no tag: in front of the first user turn), the conversation is
-rendered through the chat template (or ``[BOS] turn ... [EOD]``) with the loss on the assistant
-turns only, and each placeholder is expanded to the processor's exact token count. A single
-message of role ``"text"`` (interleaved data) has the loss on its text. See
-docs/howto/conversations.md.
+engine of the captioning, VQA and conversation encoders. ``<image>`` / ``<video>`` tags mark
+the media in the messages (no tag: in front of the first user turn). With a processor that has
+a chat template, each message becomes typed content split at the tags and is rendered through
+that template, as ``processor.apply_chat_template`` renders it::
+
+    "<image>\nwhat colour"  ->  [{"type": "image"}, {"type": "text", "text": "\nwhat colour"}]
+
+then what the template wrote for each item (``family.chat_media``) becomes the family's
+placeholder; otherwise the tags become placeholders in the text and the tokenizer's template (or
+``[BOS] turn ... [EOD]``) renders it. The loss is on the assistant turns only, and each
+placeholder is expanded to the processor's exact token count. A single message of role
+``"text"`` (interleaved data) has the loss on its text. See docs/howto/conversations.md.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -61,7 +68,9 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         image_token, video_token: The placeholder tokens.
         vision_start_token, vision_end_token: Tokens around each placeholder run when the
             tokenizer has them (``None``: none).
-        use_chat_template: Render with the tokenizer's chat template (``None``: if it has one).
+        use_chat_template: Render with the chat template: the processor's (typed content, when
+            ``image_processor`` is a processor with one), else the tokenizer's (``None``: if
+            there is one).
         mrope: Add 3-row mRoPE position ids to each pack.
         tokens_per_second: The mRoPE temporal scale for videos (the model config's
             ``tokens_per_second``; ``None``: step 1).
@@ -106,7 +115,13 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         self.tokenizer = DocumentTokenizer(
             tokenizer, add_bos=add_bos, add_eos=add_eos, eod_token_id=eod_token_id
         )
-        self.use_chat_template = self.tokenizer.use_chat_template(use_chat_template)
+        #: The processor's own chat template (typed content goes through it), or None.
+        self._chat_template = _processor_template(image_processor)
+        self.use_chat_template = (
+            use_chat_template is not False
+            if self._chat_template is not None
+            else self.tokenizer.use_chat_template(use_chat_template)
+        )
         #: The BOS a processor's ``apply_chat_template(tokenize=True)`` puts in front of a
         #: rendered conversation that does not start with it (None: its tokenizer adds none).
         self._template_bos = processor_bos(self.tokenizer.tokenizer)
@@ -125,6 +140,21 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         #: ``(text in the messages, what it becomes in the rendered text)`` for families that
         #: lay images out after the chat template (``family.text_layout``), else None.
         self._after_template = self._text_layout(vision_start_token, wrap)
+        #: Per tag: ``(what the processor's template writes for one typed item, the text it
+        #: becomes)``: ``"{start}"`` -> ``"\n\n{start}{token}{end}\n\n"`` with a ``text_layout``.
+        chat_media = getattr(self.media.family, "chat_media", "{token}")
+        self._chat_media = {
+            tag: (
+                chat_media.format(
+                    start=vision_start_token or "", token=token, end=vision_end_token or ""
+                ),
+                self._after_template[1]
+                if tag == self.image_tag and self._after_template
+                else self._placeholder[tag],
+            )
+            for tag, token in ((self.image_tag, image_token), (self.video_tag, video_token))
+            if token is not None and tag in self._placeholder
+        }
         if video_timestamps is None:
             video_timestamps = self.media.family.timestamps_videos(video_processor)
         if video_timestamps and (not wrap or self.video_token_id is None):
@@ -366,9 +396,7 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         videos: Any,
         timing: VideoTiming,
     ) -> EncodedMultimodalSample:
-        messages = self._with_placeholders(
-            key, messages, len(images.num_tokens), len(videos.num_tokens)
-        )
+        messages = self._with_tags(key, messages, len(images.num_tokens), len(videos.num_tokens))
         tokens, loss_mask = self._render(key, messages)
         counts = {self.image_token_id: images.expansions or images.num_tokens}
         if videos.num_tokens:
@@ -436,10 +464,10 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
                 return tag, "image" if tag == cls.image_tag else "video", found, n
         return None
 
-    def _with_placeholders(
+    def _with_tags(
         self, key: str, messages: list[Message], n_images: int, n_videos: int
     ) -> list[Message]:
-        """Tags replaced by placeholder text; missing tags put before the first user turn."""
+        """Messages with one tag per item (missing tags put before the first user turn)."""
         text = "".join(m["content"] for m in messages)
         bad = self.tag_mismatch(text, n_images, n_videos)
         if bad is not None:
@@ -458,17 +486,74 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             first = next((m for m in out if m["role"] == "user"), out[0])
             sep = "" if self.media.family.prefix_lm else "\n"
             first["content"] = "".join(missing) + sep + first["content"]
+        return out
+
+    def _with_placeholders(self, messages: list[Message]) -> list[Message]:
+        """Tags replaced by placeholder text (the renderings without typed content)."""
+        out = [dict(m) for m in messages]
         for m in out:
             for tag, placeholder in self._placeholder.items():
                 m["content"] = m["content"].replace(tag, placeholder)
         return out
 
+    def _typed(self, messages: list[Message]) -> list[dict[str, Any]]:
+        """Each message's text split at the tags into typed items, as a processor's template
+        takes them: ``"<image> hi"`` -> ``[{"type": "image"}, {"type": "text", "text": " hi"}]``."""
+        kinds = {self.image_tag: "image", self.video_tag: "video"}
+        split = re.compile("(" + "|".join(re.escape(t) for t in kinds) + ")")
+        return [
+            {
+                "role": m["role"],
+                "content": [
+                    {"type": kinds[part]} if part in kinds else {"type": "text", "text": part}
+                    for part in split.split(m["content"])
+                    if part
+                ],
+            }
+            for m in messages
+        ]
+
+    def _template_text(self, key: str, messages: list[Message], prompt: bool) -> str:
+        """``messages`` as typed content through the processor's chat template, each item's
+        text (``family.chat_media``) replaced by the family's placeholder."""
+        typed = self._typed(messages)
+        try:
+            text = self.tokenizer.tokenizer.apply_chat_template(
+                typed,
+                chat_template=self._chat_template,
+                add_generation_prompt=prompt,
+                tokenize=False,
+            )
+        except Exception as e:
+            raise ValueError(
+                f"sample {key!r}: the processor's chat template fails on typed content "
+                f'([{{"type": "image"}}, {{"type": "text", ...}}] items, what '
+                f"processor.apply_chat_template renders) ({type(e).__name__}: {e}); give the "
+                "processor a template that takes typed content, or set its chat_template to "
+                "None to render strings through the tokenizer's."
+            ) from e
+        for tag, (marker, placeholder) in self._chat_media.items():
+            kind = "image" if tag == self.image_tag else "video"
+            n = sum(item["type"] == kind for m in typed for item in m["content"])
+            if text.count(marker) != n:
+                raise ValueError(
+                    f"sample {key!r}: the processor's chat template wrote {marker!r} "
+                    f"{text.count(marker)} time(s) for {n} {kind}(s) (the {self.media.family.name} "
+                    f"processor expands each {marker!r} into one {kind}), so it cannot express "
+                    "this conversation; place the media where the template renders them."
+                )
+            text = text.replace(marker, placeholder)
+        return text
+
     def _render(self, key: str, messages: list[Message]) -> tuple[list[int], list[bool]]:
-        """Token ids of the conversation and the loss mask on assistant turns."""
+        """Token ids of the conversation (tags marking the media) and the loss mask on
+        assistant turns."""
         if self.media.family.prefix_lm:
-            return self._render_prefix(key, messages)
+            return self._render_prefix(key, self._with_placeholders(messages))
         if not self.use_chat_template or any(m["role"] == TEXT_ROLE for m in messages):
-            return self._render_plain(messages)
+            return self._render_plain(self._with_placeholders(messages))
+        typed = self._chat_template is not None
+        messages = messages if typed else self._with_placeholders(messages)
         tok = self.tokenizer.tokenizer
 
         lead = self._template_bos
@@ -476,7 +561,9 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
         def render(msgs: list[Message], prompt: bool) -> list[int]:
             if not msgs:
                 return []
-            if self._after_template is None:
+            if typed:
+                ids = self.tokenizer.encode_text(self._template_text(key, msgs, prompt))
+            elif self._after_template is None:
                 ids = tok.apply_chat_template(msgs, add_generation_prompt=prompt, tokenize=True)
                 ids = _ids(ids)
             else:
@@ -544,7 +631,7 @@ def _nothing_to_learn(messages: list[Message]) -> str:
         roles = ", ".join(m["role"] for m in messages)
         return (
             f"no assistant turn (turns: {roles}), so nothing to train on: the loss is on "
-            "assistant turns only; add the reply (role 'assistant', LLaVA from 'gpt') or leave "
+            "assistant turns only; add the reply (role 'assistant', or from 'gpt') or leave "
             "the record out"
         )
     return "its assistant turns encode to zero tokens; fill in the replies or leave it out"
@@ -552,3 +639,14 @@ def _nothing_to_learn(messages: list[Message]) -> str:
 
 def _spans(spans: Sequence[tuple[int, int]]) -> torch.Tensor:
     return torch.tensor(list(spans), dtype=torch.int64).view(-1, 2)
+
+
+def _processor_template(processor: Any) -> str | None:
+    """The chat template of a whole processor (its ``"default"`` one when it has several), else
+    None (an image processor, or a processor without one)."""
+    if not hasattr(processor, "image_processor"):
+        return None
+    template = getattr(processor, "chat_template", None)
+    if isinstance(template, dict):
+        template = template.get("default")
+    return template if isinstance(template, str) and template else None

@@ -139,7 +139,7 @@ def build_encoder(
     tokens = vision_family(image_processor).default_tokens
     if task == "captioning":
         return te.CaptioningPackingTaskEncoder(
-            tok, image_processor, image_token=tokens["image_token"], config=spec, log_every=0
+            tok, image_processor, config=spec, log_every=0, **tokens
         ), notes
     cls = te.VQAPackingTaskEncoder if task == "vqa" else te.ConversationPackingTaskEncoder
     encoder = cls(

@@ -15,7 +15,7 @@ from vlm_helpers import VLM_PACK_SIZE
 from energon_pack.algorithms import CarryOver
 from energon_pack.energon._carry_over_dataset import CarryOverPackingDataset
 from energon_pack.energon._postencode_dataset import PostencodePackingDataset
-from energon_pack.samples import EncodedSample, LightCaptioningDocument, LightMultimodalDocument
+from energon_pack.samples import EncodedSample, LightMultimodalDocument
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder, ConversationPackingTaskEncoder
 from energon_pack.testing import assert_restore_sample_reproduces, assert_resume_identical
 from energon_pack.training import make_loader
@@ -68,7 +68,7 @@ def test_captioning_carried_documents_stay_planned_and_packs_equal_stock(
     # selection saw (carried ones included) was planned: no pixels in the buffers.
     seen = [doc.__key__ for pool in light.selected for doc in pool]
     assert len(seen) > len(set(seen))
-    assert all(isinstance(doc, LightCaptioningDocument) for pool in light.selected for doc in pool)
+    assert all(isinstance(doc, LightMultimodalDocument) for pool in light.selected for doc in pool)
     # Every sample exactly once, and only emitted members were materialized, once each.
     keys = [k for p in packs for k in p.sample_keys]
     assert len(keys) == len(set(keys)) == len(set(seen))

@@ -16,7 +16,7 @@ from vlm_helpers import VLM_PACK_SIZE
 
 from energon_pack.encoding import kept_items
 from energon_pack.encoding._light_media import MediaPlanner, header_size, row_map
-from energon_pack.samples import LightCaptioningDocument, LightMultimodalDocument, pack_documents
+from energon_pack.samples import LightMultimodalDocument, pack_documents
 from energon_pack.task_encoders import (
     CaptioningPackingTaskEncoder,
     ConversationPackingTaskEncoder,
@@ -89,7 +89,7 @@ def test_exif_rotated_jpeg_counts_as_the_stock_encoder(tokenizer_dir, image_proc
     stock = caption_encoder(tokenizer_dir, image_processor, light_media=False)
     (planned,) = list(light.encode_sample(sample))
     (doc,) = list(stock.encode_sample(sample))
-    assert isinstance(planned, LightCaptioningDocument)
+    assert isinstance(planned, LightMultimodalDocument)  # a one-image conversation
     assert planned.pixel_values.dtype == torch.int32 and planned.pixel_values.shape[1] == 1
     assert (
         planned.image_grid_thw.tolist() == doc.image_grid_thw.tolist() == [[1, 6, 2]]
@@ -239,7 +239,7 @@ def test_a_header_without_a_size_is_decoded_in_the_buffer_and_counted(
     pil = Image.new("RGB", (40, 30))
     sample = CaptioningSample(__key__="p", __restore_key__=(), image=pil, caption="a seed")
     (doc,) = list(enc.encode_sample(sample))
-    assert isinstance(doc, LightCaptioningDocument) and enc.light_fallbacks == 0
+    assert isinstance(doc, LightMultimodalDocument) and enc.light_fallbacks == 0
     bad = CaptioningSample(__key__="b", __restore_key__=(), image=b"junk", caption="a seed")
     with pytest.raises(ValueError, match="'b': the image bytes cannot be decoded"):
         list(enc.encode_sample(bad))
@@ -254,6 +254,6 @@ def test_packing_a_planned_document_by_hand_is_an_error(tokenizer_dir, image_pro
     )
     light = caption_encoder(tokenizer_dir, image_processor)
     (planned,) = list(light.encode_sample(sample))
-    with pytest.raises(ValueError, match=r"'p' is a LightCaptioningDocument.*materialize"):
+    with pytest.raises(ValueError, match=r"'p' is a LightMultimodalDocument.*materialize"):
         pack_documents([planned])
     assert pack_documents([light.materialize(planned)]).pixel_values.dtype == torch.float32

@@ -1,17 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""LLaVA-NeXT and LLaVA-OneVision (anyres): real energon VQA and multi-image conversation
-datasets (the latter written by ``energon-pack make-dataset --task conversation``) packed
-through the loader equal, document by document, the conversation run alone through the
-family's own processor (tokens, pixels, ``image_sizes``, labels, positions); a tiny random model
-gives the packed logits of each document alone (fp32, 1e-5) at B > 1, and wrong ``image_sizes``
-are caught; light buffers give bit-identical packs and plan the tokens exactly from headers."""
+"""LLaVA-NeXT and LLaVA-OneVision (anyres) beyond the conformance suite
+(tests/task_encoders/families/): packs under carry-over equal each document alone through the
+family's processor (tokens, pixels, ``image_sizes``, labels, positions, tiny-model logits at
+B > 1), wrong ``image_sizes`` are caught, the refusals, and the BOS a Llama-style tokenizer
+adds."""
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import io
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +17,11 @@ import pytest
 import torch
 from PIL import Image
 from vlm_helpers import chat_sample, png, vlm_datasets
-from vlm_models import llava_processor, tiny_llava
+from vlm_models import llava_processor, tiny_llava, typed, typed_template
 
 from energon_pack.algorithms import CarryOver
 from energon_pack.samples import collate_packs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
-from energon_pack.testing import assert_same_item
 from energon_pack.training import make_loader
 
 #: Image sizes (width, height): 2 to 17 patches, tall, wide, tiny, square.
@@ -141,29 +138,23 @@ def equal_alone(
     return kwargs, logits
 
 
-@pytest.mark.parametrize("task", [pytest.param("vqa", marks=pytest.mark.slow), "conversation"])
-def test_packed_documents_equal_the_llava_processor_alone(
-    task: str, datasets: dict[str, Any], family: Any
+def test_carried_llava_packs_equal_alone_and_wrong_inputs_are_caught(
+    datasets: dict[str, Any], family: Any
 ) -> None:
+    """Beyond the conformance suite (stock and light packs): packs made under carry-over equal
+    each document alone too, and the model notices wrong ``image_sizes`` (and, for OneVision,
+    documents of several images read as single images: no ``batch_num_images``)."""
+    task = "conversation"
     path, ref = datasets[task]
     name, _, processor = family
     packs = packs_of(task, path, family, light=True)
-    stock = packs_of(task, path, family, light=False)
-    assert len(packs) == len(stock)
-    for light_pack, stock_pack in zip(packs, stock):  # light buffers: the same packs, bit for bit
-        same_key = dataclasses.replace(light_pack, __restore_key__=stock_pack.__restore_key__)
-        assert_same_item(same_key, stock_pack, what="light vs stock pack")
     model = tiny_llava(len(processor.tokenizer), processor.image_token_id, name == "onevision")
-    kwargs, logits = equal_alone(packs, ref, processor, model, f"{name} {task}")
-    if task == "conversation":  # carried documents too (light buffers under carry-over)
-        carried = packs_of(task, path, family, light=True, carry_over=CarryOver(min_fill=0.9))
-        equal_alone(carried, ref, processor, model, f"{name} {task} carry-over")
-        assert [p.sample_keys for p in carried] != [p.sample_keys for p in packs]  # carried
-    # mutations are caught (an error, or other logits): the sizes in reverse order, and for
-    # OneVision documents of several images read as single images (no batch_num_images)
+    carried = packs_of(task, path, family, light=True, carry_over=CarryOver(min_fill=0.9))
+    kwargs, logits = equal_alone(carried, ref, processor, model, f"{name} {task} carry-over")
+    assert [p.sample_keys for p in carried] != [p.sample_keys for p in packs]  # carried
     flipped = {**kwargs, "image_sizes": kwargs["image_sizes"].flip(0)}
     unnumbered = {k: v for k, v in kwargs.items() if k != "batch_num_images"}
-    for wrong in [flipped] + [unnumbered] * (task == "conversation" and name == "onevision"):
+    for wrong in [flipped] + [unnumbered] * (name == "onevision"):
         try:
             with torch.no_grad():
                 diff = (model(**wrong).logits - logits).abs().max().item()
@@ -174,40 +165,10 @@ def test_packed_documents_equal_the_llava_processor_alone(
         assert diff > 1e-3
 
 
-def test_light_buffers_plan_llava_tokens_from_headers(family: Any) -> None:
-    """Tokens planned from headers == the image tokens the processor puts in the text, for
-    single images and (OneVision: base view + newline each) documents of several images;
-    ``_get_num_multimodal_tokens`` agrees for single images only."""
-    name, _, processor = family
-    enc = encoder(ConversationPackingTaskEncoder, family)
-    assert enc.light_media
-    rng = random.Random(1)
-    sizes = SIZES + [(rng.randint(1, 300), rng.randint(1, 300)) for _ in range(14)]
-    image_id = processor.image_token_id
-    for group in [[s] for s in sizes] + [sizes[:3], sizes[7:9]]:
-        planned = enc.media_planner.images([png(w, h, seed=0) for w, h in group], key="k")
-        pil = [Image.new("RGB", s) for s in group]
-        out = processor(text=["<image>" * len(group)], images=[pil])
-        assert sum(planned.num_tokens) == sum(t == image_id for t in out["input_ids"][0]), group
-        processed = enc.media.images(pil)
-        assert processed.num_tokens == planned.num_tokens
-        assert torch.equal(processed.grid_thw, planned.grid_thw)
-        assert torch.equal(processed.sizes, planned.sizes)
-    counted = processor._get_num_multimodal_tokens(image_sizes=[(h, w) for w, h in sizes])
-    singles = enc.media_planner.images  # one document each
-    assert counted["num_image_tokens"] == [
-        singles([png(w, h, seed=0)], key="k").num_tokens[0] for w, h in sizes
-    ]
-
-
 def test_llava_refusals_and_onevision_cuts(family: Any, caplog: pytest.LogCaptureFixture) -> None:
-    """Videos, mRoPE and captioning are refused; an over-long OneVision document whose cut
-    would leave one of its images alone in a piece is dropped and counted."""
-    from energon_pack.task_encoders import CaptioningPackingTaskEncoder
-
+    """Videos and mRoPE are refused; an over-long OneVision document whose cut would leave
+    one of its images alone in a piece is dropped and counted."""
     name, tok_dir, processor = family
-    with pytest.raises(ValueError, match="use ConversationPackingTaskEncoder"):
-        CaptioningPackingTaskEncoder(tok_dir, processor, pack_size=PACK_SIZE)
     with pytest.raises(ValueError, match="take 1-D positions"):
         encoder(ConversationPackingTaskEncoder, family, mrope=True)
     enc = encoder(ConversationPackingTaskEncoder, family, pack_size=32, overlong="split")
@@ -238,6 +199,8 @@ def test_analyze_counts_llava_media_tokens(
     from energon_pack_tools.cli import main
 
     name, _, processor = family
+    processor = copy.copy(processor)  # saved with a template for typed content, as published
+    processor.chat_template = typed_template("'<image>\\n'", images_first=True)
     processor.save_pretrained(tmp_path / name)
     saved = tmp_path / name / "processor_config.json"  # as a checkpoint names it
     cls = type(processor).__mro__[1 if name == "onevision" else 0].__name__
@@ -269,7 +232,7 @@ def test_documents_keep_the_bos_a_llama_style_tokenizer_adds(tmp_path, tokenizer
     )
     tok.save_pretrained(tmp_path)
     processor = llava_processor(tmp_path)
-    processor.chat_template = processor.tokenizer.chat_template
+    processor.chat_template = typed_template("'<image>\\n'", images_first=True)
     assert (
         processor.tokenizer("a").input_ids[:1]
         == [bos_id]
@@ -286,7 +249,7 @@ def test_documents_keep_the_bos_a_llama_style_tokenizer_adds(tmp_path, tokenizer
     for i, (turns, images) in enumerate(conversations):
         (doc,) = enc.encode_sample(chat_sample(f"k{i}", turns, images=images))
         roles = ["user", "assistant"] * len(turns)
-        messages = [{"role": r, "content": t} for r, t in zip(roles, turns)]
+        messages = [{"role": r, "content": typed(t)} for r, t in zip(roles, turns)]
         pil = [Image.open(io.BytesIO(b)) for b in images]
         want = processor.apply_chat_template(
             messages, tokenize=True, return_dict=True, processor_kwargs={"images": pil}

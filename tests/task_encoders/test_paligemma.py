@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""PaliGemma (stacked images, a bidirectional prefix): a real energon VQA dataset and single-turn
-conversations with 1..3 images (written by ``energon-pack make-dataset --task conversation``)
+"""PaliGemma (stacked images, a bidirectional prefix) beyond the conformance suite
+(tests/task_encoders/families/, VQA): single-turn conversations with 1..3 images (written by ``energon-pack make-dataset --task conversation``)
 packed through the loader equal, document by document, ``PaliGemmaProcessor(text=prompt,
 images=..., suffix=answer)`` alone (tokens, pixels, labels, ``token_type_ids``); a tiny random
 ``PaliGemmaForConditionalGeneration`` gives each document's logits alone within 1e-5 fp32 (its
@@ -30,7 +30,7 @@ from energon_pack.samples import collate_packs
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
 from energon_pack.testing import assert_same_item
 from energon_pack.training import make_loader
-from energon_pack_tools import make_vqa_dataset, sample_key, synthetic_texts
+from energon_pack_tools import sample_key, synthetic_texts
 
 SIZES = [(16, 16), (150, 60), (40, 120), (9, 14), (64, 64)]
 PACK_SIZE = 64
@@ -61,20 +61,13 @@ def encoder(cls: Any, tok_dir: Path, **kw: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory: pytest.TempPathFactory, texts: list[str]) -> dict[str, Any]:
-    """VQA (one image, ``<image>\\nquestion``) and single-turn conversations with 1..3 images,
-    tagged first or untagged (the processor then puts the images first); per key the prompt,
-    the answer and the image bytes."""
+    """Single-turn conversations with 1..3 images, tagged first or untagged (the processor then
+    puts the images first); per key the prompt, the answer and the image bytes (VQA: the
+    conformance suite, tests/task_encoders/families/)."""
     from click.testing import CliRunner
 
     from energon_pack_tools.cli import main
 
-    images = [png(*SIZES[i % len(SIZES)], seed=i) for i in range(6)]
-    vqa = make_vqa_dataset(
-        tmp_path_factory.mktemp("pg_vqa"), images, texts[:6], [[t] for t in texts[6:12]]
-    )
-    vqa_ref = {
-        sample_key(i): (f"<image>\n{texts[i]}", texts[6 + i], [b]) for i, b in enumerate(images)
-    }
     root = tmp_path_factory.mktemp("pg_media")
     rng = random.Random(2)
     records, conv_ref = [], {}
@@ -91,7 +84,7 @@ def datasets(tmp_path_factory: pytest.TempPathFactory, texts: list[str]) -> dict
     args = ["make-dataset", str(out), str(root / "llava.json"), "--task", "conversation"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
-    return {"vqa": (vqa, vqa_ref), "conversation": (out, conv_ref)}
+    return {"conversation": (out, conv_ref)}
 
 
 def alone(processor: Any, prompt: str, answer: str, images: list[bytes]) -> dict[str, Any]:

@@ -513,3 +513,39 @@ def tiny_llava(vocab_size: int, image_token_id: int, onevision: bool = False) ->
         )
         cls = tf.LlavaNextForConditionalGeneration
     return _seeded(cls, config)
+
+
+#: The session tokenizer's minimal template for typed content: ``<|role|> `` then the items,
+#: ``MEDIA`` for each image item (images first with ``images_first``, as LLaVA's template).
+_TYPED = (
+    "{% for m in messages %}{{ '<|' + m['role'] + '|> ' }}"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}ITEMS{% endif %}"
+    "{% if m['role'] == 'assistant' %}{{ ' </s>' }}{% endif %}{{ ' ' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|> ' }}{% endif %}"
+)
+_INLINE = (
+    "{% for c in m['content'] %}{% if c['type'] == 'image' %}{{ MEDIA }}"
+    "{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %}"
+)
+_IMAGES_FIRST = (
+    "{% for c in m['content'] | selectattr('type', 'equalto', 'image') %}{{ MEDIA }}{% endfor %}"
+    "{% for c in m['content'] | selectattr('type', 'equalto', 'text') %}{{ c['text'] }}{% endfor %}"
+)
+
+
+def typed_template(media: str, images_first: bool = False) -> str:
+    """The minimal template with ``media`` (a Jinja string literal) for each image item."""
+    items = (_IMAGES_FIRST if images_first else _INLINE).replace("MEDIA", media)
+    return _TYPED.replace("ITEMS", items)
+
+
+def typed(text: str) -> list[dict[str, Any]]:
+    """Message text as typed content split at its tags, as a processor's template takes it:
+    ``"<image> hi"`` -> ``[{"type": "image"}, {"type": "text", "text": " hi"}]``."""
+    import re
+
+    return [
+        {"type": "image"} if p == "<image>" else {"type": "text", "text": p}
+        for p in re.split("(<image>)", text)
+        if p
+    ]

@@ -33,6 +33,7 @@ class Images(StackedItems):
         "vision_end_token": "<end_of_image>",
     }
     text_layout: ClassVar[str | None] = "\n\n{}\n\n"
+    chat_media: ClassVar[str] = "{start}"
     token_types: ClassVar[str | None] = "image_tokens"
 
     def __init__(self, image_processor: Any, tokens_per_image: int) -> None:

@@ -59,6 +59,14 @@ class VisionFamily(Protocol):
     #: Text around each placeholder run, put in after the chat template (None: the
     #: placeholder goes into the messages).
     text_layout: ClassVar[str | None]
+    #: What the processor's chat template writes for one ``{"type": "image"}`` (or
+    #: ``"video"``) item, the text its processor then expands, over the encoder's tokens:
+    #: ``"{start}{token}{end}"`` (Qwen2-VL writes ``<|vision_start|><|image_pad|><|vision_end|>``),
+    #: ``"{start}"`` (Gemma 3 writes ``<start_of_image>``), ``"{token}"`` (LLaVA's ``<image>``,
+    #: the default where a family does not declare it). The multimodal encoders render typed
+    #: content through the processor's own template and replace each of these by the family's
+    #: placeholder; a template that writes another count of them for a conversation is refused.
+    chat_media: ClassVar[str]
     #: ``token_type_ids`` the model reads: ``"image_tokens"`` (1 on them), ``"suffix"`` (1 on
     #: the answer); None: none.
     token_types: ClassVar[str | None]
@@ -133,6 +141,7 @@ class StackedItems:
     image_processors: ClassVar[tuple[str, ...]] = ()
     needs_processor: ClassVar[bool] = True
     text_layout: ClassVar[str | None] = None
+    chat_media: ClassVar[str] = "{token}"
     token_types: ClassVar[str | None] = None
     prefix_lm: ClassVar[bool] = False
     moe_token_types: ClassVar[bool] = False

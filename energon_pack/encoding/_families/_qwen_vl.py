@@ -34,6 +34,7 @@ class PatchGrids:
     )
     needs_processor: ClassVar[bool] = False
     text_layout: ClassVar[str | None] = None
+    chat_media: ClassVar[str] = "{start}{token}{end}"
     token_types: ClassVar[str | None] = None
     prefix_lm: ClassVar[bool] = False
     moe_token_types: ClassVar[bool] = False

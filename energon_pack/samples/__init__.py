@@ -19,7 +19,8 @@ from energon_pack.samples._encoded import (
     EncodedSample,
 )
 from energon_pack.samples._light import LightCaptioningDocument, LightMultimodalDocument
-from energon_pack.samples._megatron import MegatronBatch, megatron_batch
+from energon_pack.samples._megatron import MegatronBatch
+from energon_pack.samples._megatron_batch import megatron_batch
 from energon_pack.samples._megatron_vlm import (
     MegatronVLMBatch,
     VisionCost,

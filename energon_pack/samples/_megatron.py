@@ -19,7 +19,7 @@ from energon_pack.samples._batch import (
 )
 from energon_pack.samples._packed import IGNORE_INDEX
 
-__all__ = ["MegatronBatch", "megatron_batch"]
+__all__ = ["MegatronBatch", "text_batch"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
@@ -45,39 +45,6 @@ class MegatronBatch:
     num_tokens: int
 
 
-def megatron_batch(
-    batch: PackedTextBatch,
-    *,
-    cp_size: int = 1,
-    cp_rank: int = 0,
-    max_documents: int | None = None,
-    device: torch.device | str | None = None,
-) -> MegatronBatch:
-    """The THD micro-batch of ``batch`` for CP rank ``cp_rank`` of ``cp_size``.
-
-    Args:
-        batch: a packed batch on the host; with ``cp_size > 1`` its document slots must be
-            multiples of ``2 * cp_size`` (the encoder's ``alignment``).
-        cp_size, cp_rank: context parallelism; each rank gets chunks ``r`` and
-            ``2 * cp_size - 1 - r`` of every document (:func:`cp_partition_indices`).
-        max_documents: static shapes for CUDA graphs (``cu_seqlens_*`` of
-            ``max_documents + 1`` entries, ``max_seqlen_*`` = row length).
-        device: where the tensors go (``non_blocking``); None: stay where they are.
-
-    A Qwen2/2.5/3-VL batch (:class:`PackedCaptioningBatch` / :class:`PackedMultimodalBatch`
-    built with ``mrope=True``) gives a :class:`MegatronVLMBatch`: (3, 1, T) mRoPE positions,
-    pixels and grids, image/video token masks and the vision cost; other VLM families are
-    refused by name.
-    """
-    if batch.megatron_layout == "vlm":  # images, mRoPE rows: _megatron_vlm.py
-        from energon_pack.samples._megatron_vlm import megatron_vlm_batch
-
-        return megatron_vlm_batch(
-            batch, cp_size=cp_size, cp_rank=cp_rank, max_documents=max_documents, device=device
-        )
-    return text_batch(batch, cp_size, cp_rank, max_documents, device)
-
-
 def text_batch(
     batch: PackedTextBatch,
     cp_size: int,
@@ -85,7 +52,8 @@ def text_batch(
     max_documents: int | None,
     device: torch.device | str | None,
 ) -> MegatronBatch:
-    """:func:`megatron_batch` of the text part of ``batch`` (1-row positions)."""
+    """:func:`~energon_pack.samples.megatron_batch` of the text part of ``batch`` (1-row
+    positions)."""
     refuse_bidirectional(batch, "megatron_batch()")
     rows = {
         "tokens": batch.tokens,

@@ -192,7 +192,7 @@ class BlendAnalysis:
                 **policy,
                 **{
                     f"{run}_{what}": getattr(g, what) if what != "fill" else g.fill()
-                    for run in ("samples", "size")
+                    for run in RUNS
                     for g in [self.group_runs.get(run, {}).get(name, GroupRun())]
                     for what in ("packs", "documents", "tokens", "slots", "fill")
                 },
@@ -226,7 +226,7 @@ def _run(
         task_encoder=encoder,
         repeat=True,
     )
-    from energon_pack.task_encoders._packing_groups import group_of
+    from energon_pack.energon import GROUP_SUBFLAVOR
 
     counts, read, groups = PackingCounts(), 0, {}
     bar = tqdm(total=tokens, desc="blend", unit="tok", disable=not progress, file=sys.stderr)
@@ -234,7 +234,7 @@ def _run(
         n = int(sum(pack.doc_lengths))
         counts, read = counts + pack.counts, read + n
         if encoder.packing_groups:
-            name = _group_name(group_of(pack))
+            name = _group_name((pack.__subflavors__ or {}).get(GROUP_SUBFLAVOR))
             g = groups.get(name, GroupRun())
             groups[name] = GroupRun(
                 g.packs + 1, g.documents + len(pack.doc_lengths), g.tokens + n,
@@ -247,8 +247,8 @@ def _run(
     return counts, groups
 
 
-def _group_name(group: str | None) -> str:
-    return "(default)" if group is None else group
+def _group_name(group: Any) -> str:
+    return "(default)" if group is None else str(group)
 
 
 def analyze_blend(
@@ -278,12 +278,14 @@ def analyze_blend(
         if packing_groups:
             encoder.packing_groups = {**(encoder.packing_groups or {}), **packing_groups}
         runs.append(_run(Path(path), encoder, buffer_size, tokens, progress))
-        if encoder.packing_groups:
-            buffers = getattr(encoder, "_group_buffers", {})
-            for name, buffer in buffers.items():
-                policies[_group_name(name)] = {
-                    "buffer_size": buffer,
-                    "algorithm": encoder.spec_for_group(name).algorithm,
+        if encoder.packing_groups:  # each group's buffer and algorithm, as the loader's
+            named = [_group_name(g) for g in blend_groups(path) or []]
+            for name in dict.fromkeys([*named, *runs[-1][1]]):
+                group = None if name == "(default)" else name
+                policy = encoder.packing_groups.get(group) if group is not None else None
+                policies[name] = {
+                    "buffer_size": (policy and policy.buffer_size) or buffer_size,
+                    "algorithm": encoder.spec_for_group(group).algorithm,
                 }
     groups = blend_groups(path) if policies else None
     return BlendAnalysis(

@@ -6,7 +6,8 @@ module:Class`` runs your own; prints fill, packs, over-long counts and the small
 reaching 99% fill; ``--json`` prints the :class:`~energon_pack_tools.AnalysisResult`,
 ``--plot FILE.png`` draws it. See docs/howto/buffer-size.md. On a ``blend:`` metadataset it
 prints the shares of tokens, documents and loss tokens each dataset trains on, sample-weighted
-and size-weighted (docs/howto/blends.md).
+and size-weighted, under the packing groups its datasets name (policies: the encoder's
+``packing_groups`` and ``--packing-group NAME=BUFFER[,ALGORITHM]``; docs/howto/blends.md).
 """
 
 from __future__ import annotations
@@ -118,6 +119,16 @@ from energon_pack_tools.cli._tasks import (
     "(encoder.blend_size).",
 )
 @click.option(
+    "--packing-group",
+    "packing_group_specs",
+    multiple=True,
+    metavar="NAME=BUFFER[,ALGORITHM]",
+    help="DATASET a `blend:` metadataset whose datasets name a packing_group subflavor: that "
+    "group's packing buffer (and algorithm), as encoder.packing_groups[NAME] = "
+    "PackingPolicy(buffer_size=BUFFER, algorithm=ALGORITHM); repeatable, added to the "
+    "--encoder's own packing_groups.",
+)
+@click.option(
     "--lengths-out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -141,6 +152,7 @@ def command(
     plot: Path | None,
     blend_tokens: int,
     blend_size: str,
+    packing_group_specs: tuple[str, ...],
     lengths_out: Path | None,
 ) -> None:
     """Pack one epoch of DATASET with the --task encoder and report fill and a buffer size."""
@@ -151,7 +163,12 @@ def command(
         if path is not None:  # before the run, not after it
             check_writable(path, option)
     from energon_pack_tools._analysis import FirstSamplesFailed, analyze_dataset
-    from energon_pack_tools._blend_analysis import analyze_blend, weighted_blend
+    from energon_pack_tools._blend_analysis import (
+        analyze_blend,
+        blend_groups,
+        parse_packing_group,
+        weighted_blend,
+    )
     from energon_pack_tools._datasets import check_dataset
     from energon_pack_tools._plots import TooFewDocuments, plot_analysis
 
@@ -160,6 +177,20 @@ def command(
         raise click.UsageError(
             f"{dataset} is a `blend:` metadataset: analyze prints the shares each dataset trains "
             "on; --plot, --lengths-out and --limit apply to one dataset (analyze a leaf)."
+        )
+    if packing_group_specs and blend is None:
+        raise click.UsageError(
+            "--packing-group applies to a `blend:` metadataset whose datasets name a "
+            f"packing_group subflavor; {dataset} is not a `blend:` metadataset."
+        )
+    try:
+        policies = dict(parse_packing_group(text) for text in packing_group_specs)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--packing-group") from None
+    if policies and blend_size != "tokens":
+        raise click.UsageError(
+            f"packing groups blend their packs in tokens (or documents): a pack cannot be "
+            f"measured in {blend_size}; use --blend-size tokens with --packing-group."
         )
 
     def make_encoder() -> tuple[object, list[str]]:
@@ -193,6 +224,9 @@ def command(
         encoder, notes = make_encoder()
         for note in notes:
             click.echo(note, err=True)
+        named = blend_groups(dataset) if blend is not None else None
+        if named:
+            _check_groups(named, {**(getattr(encoder, "packing_groups", None) or {}), **policies})
         # energon prints shard slices to stdout; keep stdout for the report (and --json).
         with contextlib.redirect_stdout(sys.stderr):
             if blend is not None:
@@ -202,6 +236,7 @@ def command(
                     buffer_size=buffer_size,
                     tokens=blend_tokens,
                     size=blend_size,
+                    packing_groups=policies,
                     progress=progress,
                 )
             else:
@@ -252,3 +287,24 @@ def command(
             click.echo(f"warning: no plot written to {plot}: {exc}", err=True)
         else:
             click.echo(f"{'plot':<19} {plot}", err=as_json)
+
+
+def _check_groups(named: list[str | None], policies: dict[str, object]) -> None:
+    """The metadataset's packing groups against the policies: a group without one is refused
+    naming ``--packing-group``; none at all packs in one buffer, with a note."""
+    groups = sorted({g for g in named if g is not None})
+    if not policies:
+        click.echo(
+            f"note: the datasets name packing groups {', '.join(groups)}; without a policy "
+            "(--packing-group NAME=BUFFER[,ALGORITHM], or an --encoder with packing_groups) "
+            "they are packed in one buffer of --buffer-size, as a loader would.",
+            err=True,
+        )
+        return
+    missing = [g for g in groups if g not in policies]
+    if missing:
+        raise click.UsageError(
+            f"the metadataset names packing group(s) {', '.join(missing)} without a policy: "
+            + " ".join(f"--packing-group {g}=BUFFER" for g in missing)
+            + f" (policies given: {', '.join(sorted(policies))})."
+        )

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """``energon-pack analyze`` on a ``blend:`` metadataset (issue 33, point 3): the shares of
 tokens, documents and loss tokens each dataset trains on, sample-weighted beside
-token-weighted, through the text task's real tokenizer."""
+token-weighted, through the text task's real tokenizer; with packing groups, under each
+group's policy (``--packing-group NAME=BUFFER[,ALGORITHM]``)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from energon_pack_tools.cli._analyze_command import command
 pytestmark = pytest.mark.filterwarnings("ignore::energon_pack.encoding.SmallPackingBufferWarning")
 
 
-def _blend(tmp_path: Path) -> Path:
-    """``chat``: 300 texts of 2..6 words; ``books``: 40 of 60..180 words; blended 1:1."""
+def _blend(tmp_path: Path, groups: list[str | None] | None = None) -> Path:
+    """``chat``: 300 texts of 2..6 words; ``books``: 40 of 60..180 words; blended 1:1 (with
+    ``groups``: their ``packing_group`` subflavors)."""
     rng = random.Random(4)
 
     def texts(n: int, lo: int, hi: int) -> list[str]:
@@ -28,7 +30,7 @@ def _blend(tmp_path: Path) -> Path:
 
     chat = make_text_dataset(tmp_path / "chat", texts(300, 2, 6))
     books = make_text_dataset(tmp_path / "books", texts(40, 60, 180))
-    return make_blend_metadataset(tmp_path / "blend.yaml", [(chat, 1.0), (books, 1.0)])
+    return make_blend_metadataset(tmp_path / "blend.yaml", [(chat, 1.0), (books, 1.0)], groups)
 
 
 def test_analyze_shows_both_blends_shares(tmp_path: Path, tokenizer_dir: Path) -> None:
@@ -67,3 +69,64 @@ def test_plot_on_a_blend_is_refused_with_the_fix(tmp_path: Path, tokenizer_dir: 
     ]
     res = CliRunner().invoke(command, [*args, "--plot", str(tmp_path / "p.png")])
     assert res.exit_code != 0 and "analyze a leaf" in res.output
+
+
+@pytest.fixture(scope="module")
+def grouped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`_blend` with ``chat`` in packing group ``chat`` and ``books`` in ``books``."""
+    return _blend(tmp_path_factory.mktemp("grouped"), ["chat", "books"])
+
+
+def test_analyze_a_blend_of_packing_groups_under_their_policies(
+    grouped: Path, tokenizer_dir: Path
+) -> None:
+    """Each group is packed under its --packing-group policy in both runs: ``books`` with a
+    buffer of 1 sample gets one document per pack, ``chat`` (buffer 32) many; the rows name
+    each dataset's group and the token-weighted run holds 1:1 in tokens."""
+    args = [str(grouped), "--tokenizer", str(tokenizer_dir), "--pack-size", "256"]
+    args += ["--buffer-size", "16", "--blend-tokens", "12000"]
+    groups = ["--packing-group", "chat=32,next_fit", "--packing-group", "books=1"]
+    res = CliRunner().invoke(command, [*args, *groups, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    chat, books = out["rows"]
+    assert (chat["group"], books["group"]) == ("chat", "books")
+    assert abs(chat["size_tokens"] - 0.5) < 0.03 and chat["samples_tokens"] < 0.2, out
+    policies = out["packing_groups"]
+    assert sorted(policies) == ["books", "chat"]
+    assert policies["chat"]["buffer_size"] == 32 and policies["chat"]["algorithm"] == "next_fit"
+    assert policies["books"]["buffer_size"] == 1
+    for run in ("samples", "size"):
+        assert policies["books"][f"{run}_packs"] == policies["books"][f"{run}_documents"] > 0
+        assert policies["chat"][f"{run}_documents"] > 5 * policies["chat"][f"{run}_packs"] > 0
+        assert sum(p[f"{run}_tokens"] for p in policies.values()) >= 12000
+    # without a policy: one buffer, as a loader with no packing_groups would, and a note
+    one = CliRunner().invoke(command, [*args, "--json"])
+    assert one.exit_code == 0, one.output
+    assert json.loads(one.stdout)["packing_groups"] == {}
+    assert "packed in one buffer" in one.stderr
+    text = CliRunner().invoke(command, [*args, *groups, "--no-progress"])
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    assert lines[2].startswith("chat (chat)") and lines[4].startswith("group chat")
+    assert "buffer 32, next_fit" in lines[4] and "buffer 1," in lines[5]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ("--packing-group chat=32", "--packing-group books=BUFFER"),
+        ("--packing-group chat", "NAME=BUFFER[,ALGORITHM]"),
+        ("--packing-group chat=32,no_such --packing-group books=1", "no_such"),
+        (
+            "--packing-group chat=32 --packing-group books=1 --blend-size bytes",
+            "use --blend-size tokens",
+        ),
+    ],
+)
+def test_a_missing_or_bad_packing_group_is_refused_with_the_fix(
+    grouped: Path, tokenizer_dir: Path, options: str, message: str
+) -> None:
+    args = [str(grouped), "--tokenizer", str(tokenizer_dir), "--pack-size", "256"]
+    res = CliRunner().invoke(command, [*args, "--buffer-size", "16", *options.split()])
+    assert res.exit_code == 2 and message in res.output, res.output

@@ -13,12 +13,21 @@ and documents are aligned to ``2 * cp``. For each ``--num-workers`` value the ra
    rank reads the file) and records the continuation.
 
 It writes ``{"rank", "world_size", "dp_rank", "cp_rank", "runs": {num_workers: {...}}}``.
+
+With ``--blend META`` (a 1:1 blend of short and long documents, ``make_short_long_blend``) the
+same launch also trains a token-weighted blend (``blend_size="tokens"``, ``LengthTextEncoder``,
+``repeat=True``) for each ``--blend-workers`` value: it reads packs until they hold
+``--blend-tokens`` real tokens on this rank (an epoch-sized run), saves with
+``save_state_global`` after ``--blend-save-after`` packs, and resumes a fresh loader from it
+for the rest of the run; ``"blend": {num_workers: {"tokens", "documents", "reference",
+"resumed", ...}}`` holds the tokens and documents per dataset and both streams.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +48,68 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--buffer", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=0, help="0: one pack per item")
     p.add_argument("--save-after", type=int, default=3)
+    p.add_argument("--blend", default=None, help="a short/long blend metadataset to train too")
+    p.add_argument("--blend-workers", default="0", help="comma-separated, one blend run each")
+    p.add_argument("--blend-tokens", type=int, default=100_000, help="per rank")
+    p.add_argument("--blend-save-after", type=int, default=36)
     return p.parse_args()
+
+
+def blend_runs(args: argparse.Namespace, rank: int, world_size: int) -> dict[str, Any]:
+    """The token-weighted blend's runs (module docstring); one data-parallel group."""
+    from energon_pack.samples import PackingCounts
+    from energon_pack_tools import LengthTextEncoder, trained_shares
+
+    checkpoint = Path(os.environ["ENERGON_PACK_RESULTS_DIR"]) / "blend_loader.pt"
+
+    def make_loader(num_workers: int) -> Any:
+        encoder = LengthTextEncoder(pack_size=2048, overlong="split", log_every=0)
+        encoder.blend_size = "tokens"
+        dataset = get_train_dataset(
+            args.blend,
+            worker_config=WorkerConfig(rank=rank, world_size=world_size, num_workers=num_workers),
+            batch_size=None,
+            shuffle_buffer_size=None,
+            max_samples_per_sequence=None,
+            packing_buffer_size=32,
+            task_encoder=encoder,
+            repeat=True,
+        )
+        return get_savable_loader(dataset, checkpoint_every_sec=0, checkpoint_every_min_n_samples=1)
+
+    runs: dict[str, Any] = {}
+    for num_workers in (int(n) for n in args.blend_workers.split(",")):
+        start = time.perf_counter()
+        loader = make_loader(num_workers)
+        packs, tokens, state = [], 0, None
+        for pack in loader:
+            packs.append(pack)
+            tokens += int(sum(pack.doc_lengths))
+            if len(packs) == args.blend_save_after:  # every rank reaches it: a collective
+                state = loader.save_state_global(global_dst_rank=0)
+                if rank == 0:
+                    torch.save(state, checkpoint)
+            if tokens >= args.blend_tokens and len(packs) > args.blend_save_after:
+                break
+        torch.distributed.barrier()
+        read = time.perf_counter()
+        resumed_loader = make_loader(num_workers)
+        saved = torch.load(checkpoint, weights_only=False) if rank == 0 else None
+        resumed_loader.restore_state_global(saved, src_rank=0)
+        rest = len(packs) - args.blend_save_after
+        resumed = [item_record(p) for _, p in zip(range(rest), resumed_loader)]
+        shares = trained_shares(packs)
+        runs[str(num_workers)] = {
+            "save_after": args.blend_save_after,
+            "tokens": list(shares.tokens),
+            "documents": list(shares.documents),
+            "dataset_tokens": list(PackingCounts.total(p.counts for p in packs).dataset_tokens),
+            "reference": [item_record(p) for p in packs[args.blend_save_after :]],
+            "resumed": resumed,
+            "seconds": [read - start, time.perf_counter() - read],
+        }
+        torch.distributed.barrier()
+    return runs
 
 
 def main() -> None:
@@ -97,8 +167,12 @@ def main() -> None:
         }
         torch.distributed.barrier()
 
+    if args.blend and cp > 1:
+        raise ValueError("--blend runs data parallel only (--cp 1)")
+    blend = blend_runs(args, rank, world_size) if args.blend else None
     write_rank_result(
         {
+            "blend": blend,
             "rank": rank,
             "world_size": world_size,
             "dp_rank": dp_rank,

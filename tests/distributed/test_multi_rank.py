@@ -3,7 +3,9 @@
 
 Two launches of ``rank_worker.py`` serve every test here (each costs ~20 s on 2 cores):
 
-* 2 ranks, data parallel, ``num_workers`` 0 and 2, one pack per loader item;
+* 2 ranks, data parallel, ``num_workers`` 0 and 2, one pack per loader item; the same launch
+  also trains a token-weighted 1:1 blend of short and long documents (issue 33) over an
+  epoch-sized run, saving with ``save_state_global`` mid-run and resuming fresh loaders;
 * 4 ranks = 2 data-parallel x 2 context-parallel, batches of 2 packs, documents aligned to
   ``2 * CP = 4``; the loader's ``WorkerConfig`` uses a data-parallel process group.
 
@@ -20,7 +22,14 @@ from typing import Any
 import pytest
 
 from energon_pack.testing import run_torchrun
-from energon_pack_tools import WORDS, make_text_dataset, make_tokenizer, sample_key, synthetic_texts
+from energon_pack_tools import (
+    WORDS,
+    make_short_long_blend,
+    make_text_dataset,
+    make_tokenizer,
+    sample_key,
+    synthetic_texts,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +38,11 @@ WORKER = Path(__file__).with_name("rank_worker.py")
 #: is truncated or split and every source key must appear in exactly one pack.
 NUM_SAMPLES = 96
 SAVE_AFTER = 3
+#: The blend: packs until they hold this many tokens on each rank (both: 256k, over an epoch
+#: of the long dataset's ~90k tokens at 1:1, and a margin); saved after BLEND_SAVE_AFTER packs.
+BLEND_TOKENS = 128_000
+BLEND_SAVE_AFTER = 80
+BLEND_WORKERS = "0,2"
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +53,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "tokenizer": make_tokenizer(root / "tok", [*texts, " ".join(WORDS)]),
         # 12 shards of 8: energon slices the samples between ranks, then between workers
         "dataset": make_text_dataset(root / "ds", texts, samples_per_shard=8),
+        # 400 documents of 4..64 tokens and 100 of 300..1500, weight 1:1
+        "blend": make_short_long_blend(root / "blend"),
     }
 
 
@@ -54,7 +70,11 @@ def launch(data: dict[str, Path], out: Path, nproc: int, *args: str) -> list[dic
 
 @pytest.fixture(scope="module")
 def two_ranks(data: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
-    return launch(data, tmp_path_factory.mktemp("out2"), 2, "--num-workers", "0,2")
+    return launch(
+        data, tmp_path_factory.mktemp("out2"), 2, "--num-workers", "0,2",
+        "--blend", str(data["blend"]), "--blend-workers", BLEND_WORKERS,
+        "--blend-tokens", str(BLEND_TOKENS), "--blend-save-after", str(BLEND_SAVE_AFTER),
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +161,40 @@ def test_context_parallel_alignment_in_batches(dp2_cp2: list[dict]) -> None:
         assert all(s % alignment == 0 for s in slots) and all(s >= n for s, n in zip(slots, real))
         assert cu_padded[-1] == len(b["keys"]) * b["length"]  # rows * L (tail joins last slot)
     assert padded_somewhere  # the data really needed alignment padding
+
+
+@pytest.mark.parametrize("num_workers", BLEND_WORKERS.split(","))
+def test_two_ranks_train_a_token_weighted_blend_at_its_weights(
+    two_ranks: list[dict], num_workers: str
+) -> None:
+    """Summed over both ranks (and on each), the 1:1 blend trains 1:1 in tokens within 1% over
+    an epoch-sized run, while the short dataset has most documents (sample-weighted it would get
+    ~3% of the tokens: docs/howto/blends.md); each rank's counts agree with its packs."""
+    runs = [r["blend"][num_workers] for r in two_ranks]
+    tokens = [sum(run["tokens"][i] for run in runs) for i in (0, 1)]
+    documents = [sum(run["documents"][i] for run in runs) for i in (0, 1)]
+    assert all(sum(run["tokens"]) >= BLEND_TOKENS for run in runs)
+    assert abs(tokens[0] / sum(tokens) - 0.5) < 0.01, tokens
+    # each rank's loader has its own blend state: each holds the weights too
+    assert all(abs(run["tokens"][0] / sum(run["tokens"]) - 0.5) < 0.01 for run in runs), [
+        run["tokens"] for run in runs
+    ]
+    assert documents[0] / sum(documents) > 0.9, documents
+    assert documents[1] >= 100, documents  # an epoch of the long dataset
+    assert all(run["dataset_tokens"] == run["tokens"] for run in runs)
+    # the ranks read disjoint slices: their packs differ
+    assert runs[0]["reference"][0]["keys"] != runs[1]["reference"][0]["keys"]
+
+
+@pytest.mark.parametrize("num_workers", BLEND_WORKERS.split(","))
+def test_two_ranks_resume_a_token_weighted_blend_identically(
+    two_ranks: list[dict], num_workers: str
+) -> None:
+    """``save_state_global`` after BLEND_SAVE_AFTER packs, ``restore_state_global`` on fresh
+    loaders: every rank continues with the uninterrupted run's packs (keys and all fields)."""
+    for result in two_ranks:
+        run = result["blend"][num_workers]
+        assert run["save_after"] == BLEND_SAVE_AFTER and len(run["reference"]) >= 10
+        assert run["resumed"] == run["reference"], (
+            f"rank {result['rank']} (num_workers={num_workers}) left the blend's stream"
+        )

@@ -80,7 +80,8 @@ class PlainEncoder(TaskEncoder[TextSample, PlainDocument, PlainBatch, PlainBatch
     @stateless
     def encode_sample(self, sample: TextSample) -> PlainDocument:
         text = sample.text.decode() if isinstance(sample.text, bytes) else sample.text
-        ids = np.array(self.tokenizer.encode(text), dtype=np.int64)  # as fast as energon-pack's
+        ids = self.tokenizer.encode(text)
+        ids = np.fromiter(ids, dtype=np.int64, count=len(ids))  # as fast as energon-pack's
         return PlainDocument.derive_from(sample, tokens=torch.from_numpy(ids))
 
     @stateless
@@ -233,7 +234,10 @@ def main() -> None:
             profile.enable()
             epoch(args.profile, tokenizer, path, args)
             profile.disable()
-            pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+            stats = pstats.Stats(profile).sort_stats("tottime")
+            stats.print_stats(30)
+            if os.environ.get("PROFILE_CALLERS"):
+                stats.print_callers(os.environ["PROFILE_CALLERS"])
             return
         for name in names:  # warm-up: page cache, tokenizer, imports
             epoch(name, tokenizer, path, args)

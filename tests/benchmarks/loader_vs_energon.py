@@ -21,7 +21,8 @@ is built, i.e. without the one-off cost of building it), the time spent building
 p50/p99 gaps between batches. ``--step-us-per-token`` sleeps after each batch for
 that many microseconds per delivered slot (a simulated accelerator step). ``--cached-tokens``
 tokenizes every text once up front, so that only the loaders' own work is timed. ``--profile NAME``
-prints a cProfile of one epoch of that loader instead. Run::
+prints a cProfile of one epoch of that loader instead (``PROFILE_CALLERS=NAME`` in the
+environment adds the callers of the functions matching NAME). Run::
 
     python -W ignore tests/benchmarks/loader_vs_energon.py [--docs 1500] [--rounds 5] [--workers 0]
 """

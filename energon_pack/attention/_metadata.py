@@ -134,18 +134,25 @@ def document_metadata(
         seg_flat.extend(range(1, len(real) + 1))
     num_rows = len(doc_lengths)
     n = num_rows * length
-    # one NumPy expansion per field (np.repeat of per-slot values), then zero-copy to torch
+    # one NumPy expansion per field, then zero-copy to torch
     slots_np = np.asarray(slot_flat, dtype=np.int64)
+    real_np = np.asarray(real_flat, dtype=np.int64)
     cu_padded = np.zeros(len(slot_flat) + 1, dtype=np.int64)
     np.cumsum(slots_np, out=cu_padded[1:])
     slot_of_token = np.repeat(np.arange(len(slot_flat), dtype=np.int32), slots_np)
-    pos = np.arange(n, dtype=np.int64)
-    pos -= np.repeat(cu_padded[:-1], slots_np)
-    real_tok = np.repeat(np.asarray(real_flat, dtype=np.int64), slots_np)
-    seg = np.repeat(np.asarray(seg_flat, dtype=np.int64), slots_np)
-    seg *= pos < real_tok  # 0 on padding
-    borders = pos == real_tok
-    borders |= pos == 0
+    # positions 0..slot-1 per slot (padding continues the count): slices of one arange
+    ramp = np.arange(max(slot_flat, default=0), dtype=np.int64)
+    pos = np.concatenate([ramp[:k] for k in slot_flat]) if slot_flat else ramp
+    # segment ids 1..k per row on real tokens, 0 on each slot's padding: (id, 0) pairs repeated
+    seg = np.repeat(
+        np.stack([np.asarray(seg_flat, dtype=np.int64), np.zeros_like(real_np)], 1).ravel(),
+        np.stack([real_np, slots_np - real_np], 1).ravel(),
+    )
+    # borders: each slot's first token, and its first padding token (where it has padding)
+    borders = np.zeros(n, dtype=bool)
+    borders[cu_padded[:-1]] = True
+    pad_start = cu_padded[:-1] + real_np
+    borders[pad_start[real_np < slots_np]] = True
     cu_real = np.zeros(len(real_flat) + 1, dtype=np.int32)
     np.cumsum(real_flat, out=cu_real[1:])
     shape = (num_rows, length)

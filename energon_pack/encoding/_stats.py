@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from energon_pack.samples import PackingCounts
-from energon_pack.samples._counts import DATASET_COUNTERS, INT_COUNTERS, trimmed
+from energon_pack.samples._counts import DATASET_COUNTERS, INT_COUNTERS, _add, _counts, trimmed
 
 __all__ = ["PackingStats", "logger"]
 
@@ -63,7 +63,12 @@ class PackingStats:
     )
     log_every: int = 1000
     #: The counters at the last ``take_counts()`` (what the next pack's counts start from).
-    _taken: PackingCounts = field(default_factory=PackingCounts, repr=False)
+    _taken_ints: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(_COUNTERS, 0), repr=False
+    )
+    _taken_per: list[tuple[int, ...]] = field(
+        default_factory=lambda: [() for _ in DATASET_COUNTERS], repr=False
+    )
 
     # the derived figures are PackingCounts', over everything counted so far
 
@@ -126,10 +131,13 @@ class PackingStats:
         ``stats.record_pack(doc_lengths=[5, 3], pack_size=8); stats.take_counts().packs == 1``;
         a second ``take_counts()`` right after it is all zeros.
         """
-        now = self.counts()
-        delta = now - self._taken
-        self._taken = now
-        return delta
+        now, taken = self._now, self._taken_ints
+        ints = [now[name] - taken[name] for name in _COUNTERS]
+        self._taken_ints = dict(now)
+        per = [trimmed(self._per_dataset[name]) for name in DATASET_COUNTERS]
+        delta = [_add(a, b, -1) for a, b in zip(per, self._taken_per)]
+        self._taken_per = per
+        return _counts(ints, delta)
 
     def record_truncation(self, key: str, lost_tokens: int, pack_size: int) -> None:
         """Count a truncated sample; the first one per process is logged at WARNING, the rest

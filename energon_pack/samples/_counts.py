@@ -9,6 +9,7 @@ docs/howto/loss.md.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -77,9 +78,8 @@ class PackingCounts:
         return self._combine(other, -1)
 
     def _combine(self, other: PackingCounts, sign: int) -> PackingCounts:
-        ints = {n: getattr(self, n) + sign * getattr(other, n) for n in INT_COUNTERS}
-        per = {n: _add(getattr(self, n), getattr(other, n), sign) for n in DATASET_COUNTERS}
-        return PackingCounts(**ints, **per)
+        ints = [a + sign * b for a, b in zip(_ints(self), _ints(other))]
+        return _counts(ints, [_add(a, b, sign) for a, b in zip(_per(self), _per(other))])
 
     def dataset_shares(self, counter: str = "dataset_tokens") -> tuple[float, ...]:
         """Each blended dataset's share (0..1) of ``counter`` (``dataset_tokens``,
@@ -92,11 +92,13 @@ class PackingCounts:
     @classmethod
     def total(cls, counts: Iterable[PackingCounts | None]) -> PackingCounts:
         """The sum of ``counts`` (``None`` entries count as zero)."""
-        out = cls()
-        for c in counts:
-            if c is not None:
-                out = out + c
-        return out
+        present = [c for c in counts if c is not None]
+        ints = [sum(column) for column in zip(*map(_ints, present))] or [0] * len(INT_COUNTERS)
+        per: list[tuple[int, ...]] = [(), (), ()]
+        for c in present:  # a batch of one blend's packs; () without a blend
+            if any(_per(c)):
+                per = [_add(a, b, 1) for a, b in zip(per, _per(c))]
+        return _counts(ints, per)
 
     @property
     def dropped(self) -> int:
@@ -130,9 +132,29 @@ INT_COUNTERS = tuple(
 )
 
 
+#: Every field in declaration order, the integer counters' values of one ``PackingCounts`` (a
+#: tuple) and its per-dataset tuples (``PackingCounts(**dict)`` of a frozen slots dataclass
+#: with 19 fields costs about 6 us: a batch of 8 packs summed its counts in 0.2 ms).
+_FIELDS = INT_COUNTERS + DATASET_COUNTERS
+_ints = operator.attrgetter(*INT_COUNTERS)
+_per = operator.attrgetter(*DATASET_COUNTERS)
+_SETTERS = tuple(getattr(PackingCounts, name).__set__ for name in _FIELDS)
+
+
+def _counts(ints: Sequence[int], per: Sequence[tuple[int, ...]]) -> PackingCounts:
+    """``PackingCounts`` of the integer counters' values and the per-dataset tuples, both in
+    declaration order, set through the slots (what ``__init__`` does, without the keywords)."""
+    out = object.__new__(PackingCounts)
+    for setter, value in zip(_SETTERS, (*ints, *per)):
+        setter(out, value)
+    return out
+
+
 def _add(a: tuple[int, ...], b: tuple[int, ...], sign: int) -> tuple[int, ...]:
     """``a + sign * b`` element by element (the shorter padded with zeros), trailing zeros cut:
     ``_add((1, 2), (3,), 1) == (4, 2)``, ``_add((1,), (1,), -1) == ()``."""
+    if not a and not b:  # no blend: nothing to add
+        return ()
     n = max(len(a), len(b))
     out = [(a[i] if i < len(a) else 0) + sign * (b[i] if i < len(b) else 0) for i in range(n)]
     return trimmed(out)

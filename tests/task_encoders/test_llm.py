@@ -275,3 +275,22 @@ def test_stock_packing_with_a_large_enough_buffer_does_not_warn(
     enc = LLMPackingTaskEncoder(tokenizer_dir, pack_size=PACK_SIZE, overlong="split")
     list(make_loader(text_dataset.path, enc, packing_buffer_size=16))
     assert not [w for w in recwarn if w.category is SmallPackingBufferWarning]
+
+
+def test_document_framing_literal(tokenizer_dir: Any) -> None:
+    """``[BOS] prompt target [EOD]``, loss on target and EOD, int64 / bool; empty target with
+    an EOD still trains the EOD; ``masked_document`` without a target is empty."""
+    from energon_pack.encoding import DocumentTokenizer, masked_document
+
+    doc = DocumentTokenizer(str(tokenizer_dir))
+    tokens, mask = doc.document([9, 8], [6, 5])
+    assert tokens.tolist() == [BOS, 9, 8, 6, 5, EOS] and tokens.dtype == torch.int64
+    assert mask.tolist() == [False, False, False, True, True, True] and mask.dtype == torch.bool
+    tokens, mask = doc.document([], [])
+    assert tokens.tolist() == [BOS, EOS] and mask.tolist() == [False, True]
+    tokens, mask = masked_document([5, 6], [7])
+    assert tokens.tolist() == [5, 6, 7] and mask.tolist() == [False, False, True]
+    tokens, mask = masked_document([5, 6], [])
+    assert tokens.shape == mask.shape == (0,) and tokens.dtype == torch.int64
+    tokens, _ = masked_document((1,), torch.tensor([2, 3]))  # any sequence of ints
+    assert tokens.tolist() == [1, 2, 3]

@@ -118,6 +118,22 @@ def test_a_changed_tokenizer_section_with_the_same_vocabulary_is_refused(
     assert f"resume_accept_changes = {{'encoder.tokenizer.tokenizer.{section}'}}" in message
 
 
+def test_a_tokenizer_changed_in_place_is_refused(tokenizer_dir: Path, dataset: Path) -> None:
+    """The same tokenizer object, saved with, then edited in place and resumed with: the digest
+    a build caches for a tokenizer is keyed on its serialized form, never on the object."""
+    from tokenizers import normalizers
+
+    from energon_pack.encoding import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    state = _saved(tok, dataset)
+    tok.backend_tokenizer.normalizer = normalizers.Lowercase()
+    message = _refused(_loader(tok, dataset), state, "encoder.tokenizer.tokenizer.normalizer:")
+    assert "encoder.tokenizer.tokenizer:" not in message  # the vocabulary is the same
+    tok.add_tokens(["<drift>"])
+    _refused(_loader(tok, dataset), state, "encoder.tokenizer.tokenizer:", "added_tokens:")
+
+
 def test_a_changed_chat_template_is_refused(
     tokenizer_dir: Path, dataset: Path, tmp_path: Path
 ) -> None:

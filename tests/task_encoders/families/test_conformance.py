@@ -114,9 +114,9 @@ def _model_inputs(want: dict[str, Any]) -> dict[str, Any]:
 
 
 def _items(pack: Any) -> list[int]:
-    """Pixel items per image of ``pack``: patch rows (``t * h * w``) or stacked items."""
-    grid = pack.image_grid_thw
-    return (grid.prod(dim=1) if pack.pixel_values.dim() == 2 else grid[:, 0]).tolist()
+    """Pixel items per image of ``pack``: its grid's product (patch rows or whole patches:
+    ``t * h * w``; stacked items: ``(items, 1, 1)``)."""
+    return pack.image_grid_thw.prod(dim=1).tolist()
 
 
 def _same_pixels(rows: torch.Tensor, want: torch.Tensor, items: list[int]) -> bool:

@@ -103,6 +103,11 @@ def _named(make: Callable[[Path], Any], named: dict[str, str]) -> Callable[[Path
 
 
 IDEFICS3 = typed_template("'<image>'")
+#: Ernie-4.5-VL's published template numbers each image item of the conversation:
+#: ``Picture 1:<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>``.
+ERNIE = "{% set ns = namespace(n=0) %}" + typed_template(
+    "'Picture ' ~ ns.n ~ ':<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>'"
+).replace("{% if c['type'] == 'image' %}", "{% if c['type'] == 'image' %}{% set ns.n = ns.n + 1 %}")
 #: GLM-4V's tokens by name (its processor reads ``image_token`` by name, the others as text).
 GLM4V_NAMED = dict(zip(("image_token", "boi", "eoi", "bov", "eov", "video_token"), mm.GLM4V_TOKENS))
 
@@ -197,7 +202,7 @@ CASES: dict[str, Case] = {
         processor=_named(mm.ernie_processor, mm.ERNIE_TOKENS),
         model=lambda p: mm.tiny_ernie(p.tokenizer),
         tokens=list(mm.ERNIE_TOKENS.values()),
-        chat_template=typed_template("'<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>'"),
+        chat_template=ERNIE,
         image_token="<|IMAGE_PLACEHOLDER|>",
         pack_size=96,
     ),

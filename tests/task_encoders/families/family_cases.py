@@ -218,7 +218,10 @@ CASES: dict[str, Case] = {
         processor=_named(mm.paddleocr_processor, mm.ERNIE_TOKENS),
         model=lambda p: mm.tiny_paddleocr(p.tokenizer),
         tokens=list(mm.ERNIE_TOKENS.values()),
-        chat_template=typed_template("'<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>'"),
+        # its published template writes a user turn's images first, then its text
+        chat_template=typed_template(
+            "'<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>'", images_first=True
+        ),
         image_token="<|IMAGE_PLACEHOLDER|>",
         pack_size=96,
     ),

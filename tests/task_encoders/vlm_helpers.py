@@ -128,6 +128,18 @@ MISTRAL_CHAT_TEMPLATE = (
     "{% else %}{{ ' ' + message['content'] + eos_token }}{% endif %}"
     "{% endfor %}"
 )
+#: llava-hf/llava-v1.6-mistral-7b-hf's processor template (typed content: each user turn's images
+#: first, ``<image>\n`` each, then its text); no BOS of its own either.
+MISTRAL_TYPED_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'user' %}{{ '[INST] ' }}"
+    "{% for c in message['content'] | selectattr('type', 'equalto', 'image') %}{{ '<image>\\n' }}"
+    "{% endfor %}"
+    "{% for c in message['content'] | selectattr('type', 'equalto', 'text') %}{{ c['text'] }}"
+    "{% endfor %}{{ ' [/INST]' }}"
+    "{% else %}{{ ' ' + message['content'][0]['text'] + eos_token }}{% endif %}"
+    "{% endfor %}"
+)
 
 
 def llama_tokenizer(path: Path, texts: list[str], tokens: list[str]) -> Path:

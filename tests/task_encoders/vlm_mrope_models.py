@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Tiny processors and random models of the mRoPE families GLM-4.1V / GLM-4.6V (built
-offline from configs and PIL image processors, 1-layer towers), for the packed-vs-alone
-proofs of ``test_new_families.py``. No downloads; no torchvision (each processor is built
+"""Tiny processors and random models of the mRoPE families GLM-4.1V / GLM-4.6V, Ernie-4.5-VL,
+HunYuan-VL and PaddleOCR-VL (built offline from configs and PIL image processors, 1-layer
+towers), for their conformance cases (``families/family_cases.py``) and
+``test_new_families.py``. No downloads; no torchvision (each processor is built
 without its video processor)."""
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ class ErniePatchGrids(PatchGrids):
     )
     videos: ClassVar[bool] = False
     moe_token_types: ClassVar[bool] = True
+    #: Its template writes ``Picture N:<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>`` per
+    #: image item (``Picture N:`` stays text).
+    chat_media: ClassVar[str] = "{start}{token}{end}"
     default_tokens: ClassVar[dict[str, str | None]] = {
         "image_token": "<|IMAGE_PLACEHOLDER|>",
         "video_token": None,

@@ -32,6 +32,8 @@ class Glm4vPatchGrids(PatchGrids):
         "Glm4vImageProcessorPil",
     )
     videos: ClassVar[bool] = False
+    #: Its template writes ``<|begin_of_image|><|image|><|end_of_image|>`` per image item.
+    chat_media: ClassVar[str] = "{start}{token}{end}"
     default_tokens: ClassVar[dict[str, str | None]] = {
         "image_token": "<|image|>",
         "video_token": None,

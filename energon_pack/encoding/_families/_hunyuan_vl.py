@@ -38,6 +38,9 @@ class RowNewlineGrids(PatchGrids):
     needs_processor: ClassVar[bool] = True
     videos: ClassVar[bool] = False
     mrope_layout: ClassVar[str] = "xdrope"
+    #: Its template writes the image token between the image start and end tokens (the
+    #: processor refuses a prompt without them).
+    chat_media: ClassVar[str] = "{start}{token}{end}"
     #: The tokenizer's named tokens (``tokenizer.image_token`` ...) replace these when the
     #: family is built from the processor.
     default_tokens: ClassVar[dict[str, str | None]] = {

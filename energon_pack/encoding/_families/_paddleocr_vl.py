@@ -28,6 +28,9 @@ class WholePatchGrids(PatchGrids):
         "PaddleOCRVLImageProcessorPil",
     )
     videos: ClassVar[bool] = False
+    #: Its template writes ``<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>`` per image item
+    #: (a user turn's images before its text).
+    chat_media: ClassVar[str] = "{start}{token}{end}"
     default_tokens: ClassVar[dict[str, str | None]] = {
         "image_token": "<|IMAGE_PLACEHOLDER|>",
         "video_token": None,

@@ -4,8 +4,9 @@ from its row of :data:`family_cases.CASES`: real energon VQA and multi-turn, mul
 conversation datasets packed through the loader give, document by document, exactly
 ``processor.apply_chat_template(typed messages, tokenize=True, return_dict=True)`` (a prefix-LM
 family: ``processor(text, images, suffix)``) on every field the processor returns (tokens,
-pixels, ``token_type_ids``, ``image_sizes``...), the loss on the answers and 1-D positions
-restarting per document; on the conversations (a prefix-LM family: VQA) a tiny random model of
+pixels, grids, ``token_type_ids``, ``moe_mm_token_type_ids``, ``image_sizes``; the
+``mm_token_type_ids`` a model reads for its mRoPE positions through the logits), the loss on
+the answers and 1-D positions restarting per document; on the conversations (a prefix-LM family: VQA) a tiny random model of
 the family gives each document's logits alone within 1e-5 (fp32, all packs in one batch) and
 light buffers give the stock packs bit for bit; the tokens planned from image headers are the
 processor's; an over-long cut never splits an image; a captioning sample is the one-image
@@ -114,9 +115,9 @@ def _model_inputs(want: dict[str, Any]) -> dict[str, Any]:
 
 
 def _items(pack: Any) -> list[int]:
-    """Pixel items per image of ``pack``: patch rows (``t * h * w``) or stacked items."""
-    grid = pack.image_grid_thw
-    return (grid.prod(dim=1) if pack.pixel_values.dim() == 2 else grid[:, 0]).tolist()
+    """Pixel items per image of ``pack``: its grid's product (patch rows or whole patches:
+    ``t * h * w``; stacked items: ``(items, 1, 1)``)."""
+    return pack.image_grid_thw.prod(dim=1).tolist()
 
 
 def _same_pixels(rows: torch.Tensor, want: torch.Tensor, items: list[int]) -> bool:
@@ -153,6 +154,9 @@ def test_documents_equal_the_processor_and_logits_each_alone(family: Any, runs: 
                 assert pack.tokens[doc].tolist() == want["input_ids"][0].tolist(), (name, key)
                 if "token_type_ids" in want:
                     assert pack.token_type_ids[doc].tolist() == want["token_type_ids"][0].tolist()
+                if "moe_mm_token_type_ids" in want:  # the MoE routing (Ernie-4.5-VL)
+                    moe = want["moe_mm_token_type_ids"][0].tolist()
+                    assert pack.moe_mm_token_type_ids[doc].tolist() == moe, (name, key)
                 if images:
                     mine = items[image : image + len(images)]
                     rows = pack.pixel_values[sum(items[:image]) :][: sum(mine)]

@@ -74,8 +74,9 @@ def causal_conv1d_fn(
     """causal-conv1d's ``causal_conv1d_fn`` in PyTorch: depthwise causal convolution of ``x``
     ``(B, D, T)`` with ``weight`` ``(D, W)``; a tap whose token has another ``seq_idx``
     ``(B, T)`` int32 than the output token contributes nothing (each sequence starts from zero
-    state). Like the kernel: int32 ``seq_idx`` on a channel-last ``x`` only, activation None or
-    silu."""
+    state; ``seq_idx`` non-decreasing, as ``hf_kwargs`` gives it: each run of a value is one
+    sequence, whose taps are summed within it). Like the kernel: int32 ``seq_idx`` on a
+    channel-last ``x`` only, activation None or silu."""
     if activation not in (None, "silu", "swish"):
         raise NotImplementedError("causal_conv1d: activation must be None, silu, or swish")
     if initial_states is not None or return_final_states or final_states_out is not None:
@@ -85,18 +86,19 @@ def causal_conv1d_fn(
             raise ValueError(f"seq_idx must be int32 of shape {(x.shape[0], x.shape[2])}")
         if x.stride(1) != 1:
             raise ValueError("seq_idx is only supported for channel last layout")
-    width, length = weight.shape[1], x.shape[2]
-    xf, out = x.float(), torch.zeros(x.shape, dtype=torch.float32)
-    for shift in range(width):
-        term = weight[:, width - 1 - shift, None].float() * F.pad(xf, (shift, 0))[..., :length]
-        if seq_idx is not None and shift:
-            same = torch.zeros(seq_idx.shape, dtype=torch.bool)
-            same[:, shift:] = seq_idx[:, shift:] == seq_idx[:, :-shift]
-            term = term * same[:, None, :]
-        out += term
+    width, (rows, length) = weight.shape[1], (x.shape[0], x.shape[2])
+    taps, xt = weight.float(), x.float().transpose(1, 2)  # (B, T, D): contiguous if channel last
+    out = xt * taps[:, -1]
+    for row in range(rows):  # the taps ``shift`` tokens back, within each sequence
+        cuts = [] if seq_idx is None else (seq_idx[row, 1:] != seq_idx[row, :-1]).nonzero()
+        bounds = [0, *(int(c) + 1 for c in cuts), length]
+        for start, end in itertools.pairwise(bounds):
+            for shift in range(1, min(width, end - start)):
+                out[row, start + shift : end].addcmul_(xt[row, start : end - shift],
+                                                       taps[:, width - 1 - shift])  # fmt: skip
     if bias is not None:
-        out += bias.float()[:, None]
-    return (F.silu(out) if activation else out).to(x.dtype)
+        out += bias.float()
+    return (F.silu(out, inplace=True) if activation else out).transpose(1, 2).to(x.dtype)
 
 
 def _l2norm(x: torch.Tensor) -> torch.Tensor:

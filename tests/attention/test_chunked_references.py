@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The chunked reference of fla's ``chunk_gated_delta_rule`` equals the gated delta rule token
-by token (the previous reference, kept here as the oracle), sequence by sequence."""
+"""The chunked PyTorch references of fla's ``chunk_gated_delta_rule`` and mamba-ssm's scan equal
+those recurrences token by token (the previous references, kept here as the oracles), sequence
+by sequence; the causal conv reference equals torch's convolution per sequence."""
 
 from __future__ import annotations
 
@@ -8,9 +9,15 @@ import itertools
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers.models.qwen3_next import modeling_qwen3_next as qwen3_next
 
-from energon_pack.attention._linear_reference import CHUNK, chunk_gated_delta_rule
+from energon_pack.attention._linear_reference import (
+    CHUNK,
+    causal_conv1d_fn,
+    chunk_gated_delta_rule,
+)
+from energon_pack.attention._mamba_reference import mamba_chunk_scan_combined
 
 
 def _token_by_token(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None):
@@ -96,3 +103,55 @@ def test_bf16_in_bf16_out_and_empty_sequences() -> None:
                                         initial_state=initial, output_final_state=True)  # fmt: skip
     assert out.dtype == torch.bfloat16 and out.shape == (1, 7, 4, 8)
     torch.testing.assert_close(final[1], initial[1])
+
+
+def test_conv_taps_stay_in_their_sequence() -> None:
+    """causal_conv1d_fn with several sequences per row (length 1 among them), two rows with
+    other borders: each sequence equals torch's depthwise convolution of it alone."""
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 9, 12, generator=gen).transpose(1, 2).contiguous().transpose(1, 2)
+    weight, bias = torch.randn(9, 4, generator=gen), torch.randn(9, generator=gen)
+    rows = [[1, 2, 1, 5, 3], [7, 1, 4]]
+    seq_idx = torch.tensor([[i for i, n in enumerate(r) for _ in range(n)] for r in rows])
+    out = causal_conv1d_fn(x, weight, bias, seq_idx=seq_idx.int(), activation="silu")
+    for r, lengths in enumerate(rows):
+        for s, e in itertools.pairwise([0, *itertools.accumulate(lengths)]):
+            part = F.conv1d(x[r : r + 1, :, s:e], weight[:, None], bias, padding=3, groups=9)
+            torch.testing.assert_close(out[r : r + 1, :, s:e], F.silu(part[..., : e - s]))
+    plain = causal_conv1d_fn(x, weight, bias, activation="silu")
+    assert (plain[1, :, 7:] - out[1, :, 7:]).abs().max() > 1e-3  # the borders matter here
+
+
+def _scan_token_by_token(x, dt, A, B, C, seq_idx, initial):  # noqa: N803 - mamba-ssm's names
+    """The oracle of the Mamba2 scan (the previous reference): dt already softplus'd."""
+    b, c = (t.repeat_interleave(x.shape[2] // B.shape[2], dim=2) for t in (B, C))
+    state, out = initial.clone(), torch.empty(x.shape)
+    for t in range(x.shape[1]):
+        if t:
+            new = (seq_idx[:, t] != seq_idx[:, t - 1])[:, None, None, None]
+            state = torch.where(new, torch.zeros_like(state), state)
+        decay = torch.exp(dt[:, t] * A)[..., None, None]
+        state = state * decay + (dt[:, t, :, None, None] * x[:, t, :, :, None]) * b[:, t, :, None]
+        out[:, t] = torch.einsum("bhpn,bhn->bhp", state, c[:, t])
+    return out, state
+
+
+@pytest.mark.parametrize(
+    "rows", [[[1, 63, CHUNK, CHUNK + 1, 1, 7], [130, 1, 1, 4, 3, 62]], [[1, 4]]]
+)
+def test_mamba_chunked_scan_equals_token_by_token(rows) -> None:
+    gen = torch.Generator().manual_seed(6)
+    length, batch = sum(rows[0]), len(rows)
+    x = torch.randn(batch, length, 4, 8, generator=gen)
+    dt = torch.rand(batch, length, 4, generator=gen) * 0.5
+    A = -torch.rand(4, generator=gen)  # noqa: N806
+    B, C = (torch.randn(batch, length, 2, 6, generator=gen) * 0.5 for _ in range(2))  # noqa: N806
+    seq_idx = torch.tensor([[i for i, n in enumerate(r) for _ in range(n)] for r in rows]).int()
+    initial = torch.randn(batch, 4, 8, 6, generator=gen)
+    out, final = mamba_chunk_scan_combined(x, dt, A, B, C, 16, seq_idx=seq_idx,
+                                           initial_states=initial, return_final_states=True)  # fmt: skip
+    want, want_final = _scan_token_by_token(x, dt, A, B, C, seq_idx, initial)
+    torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(final, want_final, atol=1e-5, rtol=1e-5)
+    plain = mamba_chunk_scan_combined(x, dt, A, B, C, 16, initial_states=initial)
+    assert (plain - want).abs().max() > 1e-3  # the comparison can fail

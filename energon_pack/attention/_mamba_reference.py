@@ -5,8 +5,9 @@ transformers 5.24's Mamba2 mixers (Bamba, GraniteMoE-hybrid, Falcon-H1, Zamba2, 
 Mamba2) pass their ``**kwargs`` (so ``seq_idx``) to mamba-ssm's ``mamba_chunk_scan_combined``
 (eval) and ``mamba_split_conv1d_scan_combined`` (train mode, fused with the causal conv, the
 gated RMSNorm and the output projection), both of which start a new sequence, from zero state,
-where ``seq_idx`` changes. The functions below are those kernels' math, token by token, for
-``_linear_reference.emulated_linear_kernels`` to put into transformers' route on CPU. Example:
+where ``seq_idx`` changes. The functions below are those kernels' math (the scan in chunks, as
+the kernels compute it), for ``_linear_reference.emulated_linear_kernels`` to put into
+transformers' route on CPU. Example:
 ``seq_idx = [[0, 0, 1]]``: the third token's state is ``dt * x ⊗ B`` of its own token only.
 """
 

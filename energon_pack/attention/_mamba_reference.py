@@ -87,11 +87,13 @@ def _chunked_scan(
     (the SSD form, as mamba-ssm's chunk kernels); from chunk to chunk the state carries over
     where the sequence goes on. Returns y ``(B, L, H, P)`` and the last state."""
     batch, length, heads, _ = x.shape
+    if not length:
+        return torch.zeros(x.shape), state
     pad = -length % CHUNK  # past the end: dt 0, decay 1, the last sequence: nothing changes
     x, dt, log_decay, b, c = (
         F.pad(t, (0, 0) * (t.dim() - 2) + (0, pad)) for t in (x, dt, log_decay, b, c)
     )
-    seq = torch.cat([seq, seq[:, -1:].expand(batch, pad)], 1) if length else seq
+    seq = torch.cat([seq, seq[:, -1:].expand(batch, pad)], 1)
     x, b, c = (t.transpose(1, 2).unflatten(2, (-1, CHUNK)) for t in (x * dt[..., None], b, c))
     cum = log_decay.transpose(1, 2).unflatten(2, (-1, CHUNK)).cumsum(-1)  # (B, H, chunks, Q)
     seq = seq.unflatten(1, (-1, CHUNK))[:, None]  # (B, 1, chunks, Q)

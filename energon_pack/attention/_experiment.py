@@ -4,10 +4,11 @@ rows shaped like the user's packs, packed and each document alone.
 
 What the copy keeps from the user's config: every layer (each layer's type, rope, window and
 MoE placement as configured), every flag, rope parameter and token id rule; what it shrinks:
-widths, heads, experts and the vocabulary (``_CAPS``), windows and chunks to 8. The rows are
-as long as ``pack_size`` (at most :data:`MAX_ROW`), hold several documents at late offsets and
-tail padding, in a batch of two; the model runs in eval mode and again in train mode (dropout
-off), and base models (no LM head) are compared on their hidden states. Example, pack 34::
+widths, heads, experts and the vocabulary (``_CAPS``, ``_shrink_ssm``, ``_shrink_linear``),
+windows and chunks to 8. The rows are as long as ``pack_size`` (at most :data:`MAX_ROW`), hold
+several documents at late offsets and tail padding, in a batch of two; the model runs in eval
+mode and again in train mode (dropout off), and base models (no LM head) are compared on their
+hidden states. Example, pack 34::
 
     >>> experiment_rows(34)
     [[21, 8, 5], [11, 7, 3]]
@@ -126,6 +127,7 @@ def tiny_config(config: Any, pack_size: int | None = None, *, all_layers: bool =
     mha = data.get("num_key_value_heads", 0) == data.get("num_attention_heads")
     _cap(data, data.get("vocab_size", 256))
     _shrink_ssm(data)
+    _shrink_linear(data)
     data.update(dict.fromkeys(out_of_reach, row))
     if mha:  # multi-head (and MLA, which needs it): keep key/value heads = query heads
         data["num_key_value_heads"] = data["num_attention_heads"]
@@ -195,6 +197,20 @@ def _shrink_ssm(data: dict[str, Any]) -> None:
         hidden, heads = data["hidden_size"], data["num_attention_heads"]
         data.update(attention_hidden_size=2 * hidden, attention_head_dim=2 * hidden // heads,
                     kv_channels=hidden // heads, num_query_groups=heads)  # fmt: skip
+
+
+def _shrink_linear(data: dict[str, Any]) -> None:
+    """Gated delta-net sizes (Qwen3-Next, Qwen3.5, OLMo-hybrid): 2 key heads with as many value
+    heads per key head as configured, key heads of 16 channels and value heads in the
+    configured ratio to them (OLMo-hybrid's are twice as wide)."""
+    keys, values = data.get("linear_num_key_heads"), data.get("linear_num_value_heads")
+    if isinstance(keys, int) and isinstance(values, int) and keys > 2 and values % keys == 0:
+        data["linear_num_key_heads"], data["linear_num_value_heads"] = 2, 2 * values // keys
+    key_dim, value_dim = data.get("linear_key_head_dim"), data.get("linear_value_head_dim")
+    if isinstance(key_dim, int) and isinstance(value_dim, int) and key_dim > 16:
+        ratio = value_dim / key_dim
+        data["linear_key_head_dim"] = 16
+        data["linear_value_head_dim"] = max(1, round(16 * ratio)) if value_dim > 16 else value_dim
 
 
 def _head_dim(data: dict[str, Any]) -> int | None:

@@ -74,8 +74,9 @@ def causal_conv1d_fn(
     """causal-conv1d's ``causal_conv1d_fn`` in PyTorch: depthwise causal convolution of ``x``
     ``(B, D, T)`` with ``weight`` ``(D, W)``; a tap whose token has another ``seq_idx``
     ``(B, T)`` int32 than the output token contributes nothing (each sequence starts from zero
-    state). Like the kernel: int32 ``seq_idx`` on a channel-last ``x`` only, activation None or
-    silu."""
+    state; ``seq_idx`` non-decreasing, as ``hf_kwargs`` gives it: each run of a value is one
+    sequence, whose taps are summed within it). Like the kernel: int32 ``seq_idx`` on a
+    channel-last ``x`` only, activation None or silu."""
     if activation not in (None, "silu", "swish"):
         raise NotImplementedError("causal_conv1d: activation must be None, silu, or swish")
     if initial_states is not None or return_final_states or final_states_out is not None:
@@ -85,18 +86,19 @@ def causal_conv1d_fn(
             raise ValueError(f"seq_idx must be int32 of shape {(x.shape[0], x.shape[2])}")
         if x.stride(1) != 1:
             raise ValueError("seq_idx is only supported for channel last layout")
-    width, length = weight.shape[1], x.shape[2]
-    xf, out = x.float(), torch.zeros(x.shape, dtype=torch.float32)
-    for shift in range(width):
-        term = weight[:, width - 1 - shift, None].float() * F.pad(xf, (shift, 0))[..., :length]
-        if seq_idx is not None and shift:
-            same = torch.zeros(seq_idx.shape, dtype=torch.bool)
-            same[:, shift:] = seq_idx[:, shift:] == seq_idx[:, :-shift]
-            term = term * same[:, None, :]
-        out += term
+    width, (rows, length) = weight.shape[1], (x.shape[0], x.shape[2])
+    taps, xt = weight.float(), x.float().transpose(1, 2)  # (B, T, D): contiguous if channel last
+    out = xt * taps[:, -1]
+    for row in range(rows):  # the taps ``shift`` tokens back, within each sequence
+        cuts = [] if seq_idx is None else (seq_idx[row, 1:] != seq_idx[row, :-1]).nonzero()
+        bounds = [0, *(int(c) + 1 for c in cuts), length]
+        for start, end in itertools.pairwise(bounds):
+            for shift in range(1, min(width, end - start)):
+                out[row, start + shift : end].addcmul_(xt[row, start : end - shift],
+                                                       taps[:, width - 1 - shift])  # fmt: skip
     if bias is not None:
-        out += bias.float()[:, None]
-    return (F.silu(out) if activation else out).to(x.dtype)
+        out += bias.float()
+    return (F.silu(out, inplace=True) if activation else out).transpose(1, 2).to(x.dtype)
 
 
 def _l2norm(x: torch.Tensor) -> torch.Tensor:
@@ -115,11 +117,12 @@ def chunk_gated_delta_rule(
     use_qk_l2norm_in_kernel: bool = False,
     cu_seqlens: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """flash-linear-attention's ``chunk_gated_delta_rule`` in PyTorch, token by token: q / k
-    ``(B, T, H, K)``, v ``(B, T, HV, V)``, g / beta ``(B, T, HV)``. With ``cu_seqlens`` (batch
-    1, as fla demands) each sequence starts from its own initial state (zero by default);
-    without, each row is one sequence. Returns o ``(B, T, HV, V)`` and the final states
-    ``(N, HV, K, V)`` when asked."""
+    """flash-linear-attention's ``chunk_gated_delta_rule`` in PyTorch: q / k ``(B, T, H, K)``,
+    v ``(B, T, HV, V)``, g / beta ``(B, T, HV)``. With ``cu_seqlens`` (batch 1, as fla
+    demands) each sequence starts from its own initial state (zero by default); without, each
+    row is one sequence. Returns o ``(B, T, HV, V)`` and the final states ``(N, HV, K, V)``
+    when asked. The sequences are cut apart and run side by side, in chunks of
+    :data:`CHUNK` tokens as fla does (:func:`_chunked_delta_rule`)."""
     rows, length, heads, dim_k = k.shape
     if cu_seqlens is not None and rows != 1:
         raise ValueError(
@@ -137,20 +140,62 @@ def chunk_gated_delta_rule(
     q = q * (dim_k**-0.5 if scale is None else scale)
     if v.shape[2] != heads:  # grouped values: each q/k head serves HV // H value heads
         q, k = (t.repeat_interleave(v.shape[2] // heads, dim=2) for t in (q, k))
-    out, finals = torch.zeros(v.shape, dtype=torch.float32), []
+    longest = max([e - s for _, s, e in spans] + [0])
+    padded = -(-longest // CHUNK) * CHUNK  # zeros past a sequence's end: g 0, beta 0, k 0
+
+    def side_by_side(t: torch.Tensor) -> torch.Tensor:
+        out = t.new_zeros(len(spans), padded, *t.shape[2:])
+        for n, (row, start, end) in enumerate(spans):
+            out[n, : end - start] = t[row, start:end]
+        return out
+
+    state = torch.zeros(len(spans), v.shape[2], dim_k, v.shape[3])
+    if initial_state is not None:
+        state = initial_state.float()
+    o, state = _chunked_delta_rule(*map(side_by_side, (q, k, v, g, beta)), state)
+    out = torch.zeros(v.shape, dtype=torch.float32)
     for n, (row, start, end) in enumerate(spans):
-        state = torch.zeros(v.shape[2], dim_k, v.shape[3])
-        if initial_state is not None:
-            state = initial_state[n].float()
-        for t in range(start, end):
-            state = state * g[row, t].exp()[:, None, None]
-            delta = (v[row, t] - torch.einsum("hk,hkv->hv", k[row, t], state)) * beta[
-                row, t, :, None
-            ]
-            state = state + k[row, t, :, :, None] * delta[:, None, :]
-            out[row, t] = torch.einsum("hk,hkv->hv", q[row, t], state)
-        finals.append(state)
-    return out.to(dtype), torch.stack(finals) if output_final_state else None
+        out[row, start:end] = o[n, : end - start]
+    return out.to(dtype), state if output_final_state else None
+
+
+#: Tokens per chunk of :func:`_chunked_delta_rule` (fla's chunk size).
+CHUNK = 64
+
+
+def _chunked_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gated delta rule of N sequences side by side: q / k ``(N, T, H, K)`` (scaled,
+    grouped), v ``(N, T, H, V)``, g / beta ``(N, T, H)``, T a multiple of :data:`CHUNK`, from
+    ``state`` ``(N, H, K, V)``. Per token: ``S = exp(g) S``, ``u = beta (v - k S)``,
+    ``S += k ⊗ u``, ``o = q S``. Within a chunk the updates ``u`` solve a unit lower
+    triangular system (the WY / UT form, as fla and transformers' ``torch_chunk_gated_delta_rule``
+    compute it); from chunk to chunk the state carries over."""
+    q, k, v = (t.transpose(1, 2).unflatten(2, (-1, CHUNK)) for t in (q, k, v))
+    g, beta = (t.transpose(1, 2).unflatten(2, (-1, CHUNK)) for t in (g, beta))
+    cum = g.cumsum(-1)  # log decay from the chunk's start: (N, H, chunks, C)
+    upper = torch.ones(CHUNK, CHUNK, dtype=torch.bool).triu(1)
+    decay = (cum[..., :, None] - cum[..., None, :]).masked_fill(upper, float("-inf")).exp()
+    k_beta = k * beta[..., None]
+    system = (k_beta @ k.transpose(-1, -2)) * decay  # its diagonal is ignored (unit)
+    solve = torch.cat([v * beta[..., None], k_beta * cum.exp()[..., None]], dim=-1)
+    solved = torch.linalg.solve_triangular(system, solve, upper=False, unitriangular=True)
+    values, k_decayed = solved.split([v.shape[-1], k.shape[-1]], dim=-1)
+    attn = (q @ k.transpose(-1, -2)) * decay  # within the chunk, the diagonal included
+    q = q * cum.exp()[..., None]
+    k = k * (cum[..., -1:] - cum).exp()[..., None]
+    out = torch.empty(v.shape)
+    for c in range(v.shape[2]):
+        u = values[:, :, c] - k_decayed[:, :, c] @ state
+        out[:, :, c] = q[:, :, c] @ state + attn[:, :, c] @ u
+        state = state * cum[:, :, c, -1, None, None].exp() + k[:, :, c].transpose(-1, -2) @ u
+    return out.flatten(2, 3).transpose(1, 2), state
 
 
 def kernel_functions(model_class: type) -> dict[str, Callable[..., Any]]:

@@ -5,8 +5,9 @@ transformers 5.24's Mamba2 mixers (Bamba, GraniteMoE-hybrid, Falcon-H1, Zamba2, 
 Mamba2) pass their ``**kwargs`` (so ``seq_idx``) to mamba-ssm's ``mamba_chunk_scan_combined``
 (eval) and ``mamba_split_conv1d_scan_combined`` (train mode, fused with the causal conv, the
 gated RMSNorm and the output projection), both of which start a new sequence, from zero state,
-where ``seq_idx`` changes. The functions below are those kernels' math, token by token, for
-``_linear_reference.emulated_linear_kernels`` to put into transformers' route on CPU. Example:
+where ``seq_idx`` changes. The functions below are those kernels' math (the scan in chunks, as
+the kernels compute it), for ``_linear_reference.emulated_linear_kernels`` to put into
+transformers' route on CPU. Example:
 ``seq_idx = [[0, 0, 1]]``: the third token's state is ``dt * x ⊗ B`` of its own token only.
 """
 
@@ -17,7 +18,7 @@ import torch.nn.functional as F
 
 from energon_pack.attention._linear_reference import causal_conv1d_fn
 
-__all__ = ["mamba_chunk_scan_combined", "mamba_split_conv1d_scan_combined"]
+__all__ = ["CHUNK", "mamba_chunk_scan_combined", "mamba_split_conv1d_scan_combined"]
 
 
 def mamba_chunk_scan_combined(
@@ -41,7 +42,8 @@ def mamba_chunk_scan_combined(
     """The selective state-space scan: x ``(b, l, h, p)``, dt ``(b, l, h)``, A ``(h,)``, B / C
     ``(b, l, g, n)``, D ``(h,)`` or ``(h, p)``, z ``(b, l, h, p)`` (output gated by silu(z)),
     ``seq_idx`` ``(b, l)`` int32: ``state = exp(dt A) state + dt x ⊗ B`` (zero where seq_idx
-    changes), ``y = state · C + D x``. ``chunk_size`` only tiles the real kernel's work."""
+    changes), ``y = state · C + D x``. ``chunk_size`` only tiles the real kernel's work (the
+    reference runs chunks of :data:`CHUNK`: :func:`_chunked_scan`)."""
     if cu_seqlens is not None or return_varlen_states:
         raise NotImplementedError("the reference scan reads seq_idx, not cu_seqlens")
     batch, length, heads, _ = x.shape
@@ -53,19 +55,62 @@ def mamba_chunk_scan_combined(
     state = torch.zeros(batch, heads, x.shape[3], B.shape[3])
     if initial_states is not None:
         state = initial_states.float().clone()
-    out = torch.empty(xf.shape)
-    for t in range(length):
-        if seq_idx is not None and t:
-            new = (seq_idx[:, t] != seq_idx[:, t - 1])[:, None, None, None]
-            state = torch.where(new, torch.zeros_like(state), state)
-        decay = torch.exp(dt[:, t] * A.float())[..., None, None]
-        state = state * decay + (dt[:, t, :, None, None] * xf[:, t, :, :, None]) * b[:, t, :, None]
-        out[:, t] = torch.einsum("bhpn,bhn->bhp", state, c[:, t])
+    # sequence ids that change where seq_idx changes (a new sequence starts from zero state)
+    seq = torch.zeros(batch, length, dtype=torch.long)
+    if seq_idx is not None and length > 1:
+        seq[:, 1:] = (seq_idx[:, 1:] != seq_idx[:, :-1]).long().cumsum(1)
+    out, state = _chunked_scan(xf, dt, dt * A.float(), b, c, seq, state)
     if D is not None:
         out = out + xf * (D.float()[:, None] if D.dim() == 1 else D.float())
     if z is not None:
         out = out * F.silu(z.float())
     return (out.to(x.dtype), state) if return_final_states else out.to(x.dtype)
+
+
+#: Tokens per chunk of :func:`_chunked_scan`.
+CHUNK = 64
+
+
+def _chunked_scan(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    log_decay: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    seq: torch.Tensor,
+    state: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``state_t = exp(log_decay_t) state_{t-1} + dt_t x_t ⊗ b_t`` (from zero where ``seq``
+    changes), ``y_t = state_t · c_t``, in chunks: x ``(B, L, H, P)``, dt / log_decay ``(B, L,
+    H)``, b / c ``(B, L, H, N)``, seq ``(B, L)`` non-decreasing, state ``(B, H, P, N)``. Within a
+    chunk y is a decay-weighted attention of c on b over the same sequence's earlier tokens
+    (the SSD form, as mamba-ssm's chunk kernels); from chunk to chunk the state carries over
+    where the sequence goes on. Returns y ``(B, L, H, P)`` and the last state."""
+    batch, length, heads, _ = x.shape
+    if not length:
+        return torch.zeros(x.shape), state
+    pad = -length % CHUNK  # past the end: dt 0, decay 1, the last sequence: nothing changes
+    x, dt, log_decay, b, c = (
+        F.pad(t, (0, 0) * (t.dim() - 2) + (0, pad)) for t in (x, dt, log_decay, b, c)
+    )
+    seq = torch.cat([seq, seq[:, -1:].expand(batch, pad)], 1)
+    x, b, c = (t.transpose(1, 2).unflatten(2, (-1, CHUNK)) for t in (x * dt[..., None], b, c))
+    cum = log_decay.transpose(1, 2).unflatten(2, (-1, CHUNK)).cumsum(-1)  # (B, H, chunks, Q)
+    seq = seq.unflatten(1, (-1, CHUNK))[:, None]  # (B, 1, chunks, Q)
+    before = torch.cat([seq[..., :1, :1], seq[..., :-1, -1:]], 2)  # the carried state's
+    same = (seq[..., :, None] == seq[..., None, :]).tril()
+    decay = (cum[..., :, None] - cum[..., None, :]).masked_fill(~same, float("-inf")).exp()
+    y = ((c @ b.transpose(-1, -2)) * decay) @ x  # within each chunk
+    end = (cum[..., -1:] - cum).masked_fill(seq != seq[..., -1:], float("-inf")).exp()
+    added = (x * end[..., None]).transpose(-1, -2) @ b  # (B, H, chunks, P, N)
+    carry = cum[..., -1].exp() * (seq[..., -1] == before[..., 0])
+    read = cum.exp() * (seq == before)  # how much of the carried state each token reads
+    states = []
+    for n in range(cum.shape[2]):
+        states.append(state)
+        state = state * carry[:, :, n, None, None] + added[:, :, n]
+    y = y + (c @ torch.stack(states, 2).transpose(-1, -2)) * read[..., None]
+    return y.flatten(2, 3).transpose(1, 2)[:, :length].contiguous(), state  # callers view it
 
 
 def _gated_rms_norm(

@@ -242,3 +242,17 @@ def test_mrope_rows_go_under_the_text_row_of_the_flattened_batch(model) -> None:
             hf_kwargs(meta, tokens, None, "sdpa", config=model, mrope_position_ids=mrope[..., :5])
     plain = hf_kwargs(meta, tokens, None, "sdpa", config=None, mrope_position_ids=mrope)
     assert plain["position_ids"] is mrope  # (B, L) rows: as given
+
+
+@pytest.mark.parametrize(
+    ("config", "heads", "dims"),
+    [("Qwen3_5TextConfig", (2, 4), (16, 16)), ("OlmoHybridConfig", (2, 2), (16, 32))],
+)
+def test_tiny_copy_shrinks_the_delta_net_keeping_its_ratios(config, heads, dims) -> None:
+    """Default Qwen3.5 (16 key / 32 value heads of 128) and OLMo-hybrid (30 / 30 heads, value
+    heads of 192 for keys of 96): the copy keeps the grouping and the value / key width ratio,
+    at a width the reference kernels run in seconds."""
+    tiny = _experiment.tiny_config(getattr(transformers, config)(), 4096)
+    assert (tiny.linear_num_key_heads, tiny.linear_num_value_heads) == heads
+    assert (tiny.linear_key_head_dim, tiny.linear_value_head_dim) == dims
+    assert tiny.num_hidden_layers == 32  # every layer still

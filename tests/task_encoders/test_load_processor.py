@@ -20,6 +20,7 @@ from vlm_models import (
     internvl_processor,
     llava_processor,
     smolvlm_processor,
+    typed_template,
 )
 
 from energon_pack.encoding import images_only_class, load_processor
@@ -146,6 +147,11 @@ def test_analyze_reads_the_directory_the_tests_subclass_saved(
     tok.add_tokens(tokens, special_tokens=True)
     tok.save_pretrained(tmp_path / "tok")
     processor = build(tmp_path / "tok")
+    # saved with a template for typed content, as published (the reference analyze renders)
+    onevision = family == "llava_onevision"
+    processor.chat_template = typed_template(
+        "'<image>\\n'" if onevision else "'<image>'", images_first=onevision
+    )
     processor.save_pretrained(tmp_path / "saved")
     saved = json.loads((tmp_path / "saved" / "processor_config.json").read_text())
     assert saved["processor_class"] == "ImagesOnly"

@@ -196,8 +196,10 @@ def test_a_mechanism_never_seen_is_measured_and_refused() -> None:
     # a class transformers does not define is measured on the instance itself
     report = check_model(UnbuildableLlama(config), "sdpa")
     assert report.verified_by.startswith("the instance itself")
+    # a config transformers maps to no model class (a user's own) cannot be copied
+    never_seen = type("NeverSeenConfig", (transformers.PretrainedConfig,), {"model_type": "x"})
     with pytest.raises(PackingNotExactError, match=r"unknown model class.*check_model\(model"):
-        check_model(transformers.MllamaTextConfig(), "sdpa")
+        check_model(never_seen(), "sdpa")
 
 
 def test_wrapped_models_are_checked_as_the_model_inside() -> None:

@@ -249,9 +249,11 @@ def command(
                 )
     except FirstSamplesFailed as exc:
         what = f"--encoder {encoder_ref}" if encoder_ref else f"--task {task}"
+        # a reason cut at its length limit keeps its "..." (only a sentence's period goes)
+        reason = exc.reason if exc.reason.endswith("...") else exc.reason.rstrip(".")
         raise click.ClickException(
             f"{dataset}: the first {exc.count} samples all failed with {what}, e.g. "
-            f"{exc.key}: {exc.reason.rstrip('.')}; {reading_tasks(exc.sample, task)}"
+            f"{exc.key}: {reason}; {reading_tasks(exc.sample, task)}"
         ) from None
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -16,6 +16,10 @@ from megatron.energon import Sample, edataclass
 __all__ = ["EncodedCaptioningSample", "EncodedMultimodalSample", "EncodedSample"]
 
 
+#: The media spans of a text document (shared: it has no element to change).
+_NO_SPANS = torch.zeros((0, 2), dtype=torch.int64)
+
+
 @edataclass
 class EncodedSample(Sample):
     """One tokenized document."""
@@ -48,7 +52,7 @@ class EncodedSample(Sample):
 
     def media_spans(self) -> torch.Tensor:
         """``(k, 2)`` int64 ``[start, end)`` token spans of media, by start; none for text."""
-        return torch.zeros((0, 2), dtype=torch.int64)
+        return _NO_SPANS
 
     def slice_fields(self, start: int, end: int) -> dict[str, Any]:
         """The fields of the document cut to tokens ``[start, end)``; subtypes add their media.
@@ -71,7 +75,8 @@ class EncodedSample(Sample):
         A cut inside a media span is a ``ValueError``. ``key`` is the new ``__key__`` (``None``:
         unchanged). ``doc.slice(0, 4)`` of text ``[a b c d e]`` holds ``[a b c d]``.
         """
-        for s, e in self.media_spans().tolist():
+        spans = self.media_spans()
+        for s, e in spans.tolist() if len(spans) else ():
             if start < e and s < end and not (start <= s and e <= end):
                 raise ValueError(
                     f"document {self.__key__!r}: [{start}, {end}) cuts media span [{s}, {e})."

@@ -388,12 +388,13 @@ def _sources(samples: Sequence[Sample]) -> tuple[Any, ...] | None:
     return tuple(seen) if any(s.__sources__ is not None for s in samples) else None
 
 
-def _aligned_labels(tokens: np.ndarray, loss_mask: np.ndarray, lengths: list[int]) -> np.ndarray:
-    """labels[i] = tokens[i+1] if loss_mask[i+1], -100 at the last token of each document."""
+def _aligned_labels(tokens: np.ndarray, loss_mask: np.ndarray, starts: Sequence[int]) -> np.ndarray:
+    """labels[i] = tokens[i+1] if loss_mask[i+1], -100 at the last token of each document (the
+    token before each of ``starts`` but the first)."""
     labels = np.full(tokens.shape, IGNORE_INDEX, dtype=np.int64)
-    valid = loss_mask[1:].astype(bool)  # a copy: we clear the document ends in it
-    valid[np.cumsum(np.asarray(lengths[:-1], dtype=np.int64)) - 1] = False
-    np.copyto(labels[:-1], tokens[1:], where=valid)
+    np.copyto(labels[:-1], tokens[1:], where=loss_mask[1:].astype(bool, copy=False))
+    if len(starts) > 1:
+        labels[np.asarray(starts[1:], dtype=np.int64) - 1] = IGNORE_INDEX
     return labels
 
 
@@ -403,7 +404,10 @@ def _tokens_and_labels(
     """Concatenated tokens and aligned labels, alignment padding included (NumPy per token)."""
     tokens = torch.cat([s.tokens for s in samples]).numpy()
     mask = torch.cat([s.loss_mask for s in samples]).numpy()
-    labels = _aligned_labels(tokens, mask, layout.lengths)
+    real_starts = layout.starts if layout.padded == layout.lengths else None
+    if real_starts is None:
+        real_starts = list(itertools.accumulate(layout.lengths, initial=0))[:-1]
+    labels = _aligned_labels(tokens, mask, real_starts)
     if layout.padded != layout.lengths:
         n = sum(layout.padded)
         real = np.concatenate(

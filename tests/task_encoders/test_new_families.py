@@ -137,7 +137,9 @@ def test_ernie_routing_is_never_left_out(packed: Any) -> None:
     model = tiny_ernie(processor.tokenizer)
     batch = collate_packs([pack])
     bare = dataclasses.replace(batch, moe_mm_token_type_ids=None)
-    with pytest.raises(ValueError, match="reads moe_mm_token_type_ids.*this batch has none"):
+    reader = type(model.model).__name__  # the base model, whose forward reads them
+    missing = f"^{reader} reads moe_mm_token_type_ids .*this batch has none.*own processor"
+    with pytest.raises(ValueError, match=missing + ".*pass moe_mm_token_type_ids=... to hf_kwarg"):
         bare.hf_kwargs("sdpa", config=model)
     kwargs = batch.hf_kwargs("sdpa", config=None)  # unchecked: the inputs as given
     kwargs.pop("moe_mm_token_type_ids")
@@ -146,8 +148,12 @@ def test_ernie_routing_is_never_left_out(packed: Any) -> None:
         text_experts = model(**kwargs).logits
     assert (routed - text_experts).abs().max() > 1e-3
     other = tiny_glm4v(processor.tokenizer)
-    with pytest.raises(ValueError, match="carries moe_mm_token_type_ids.*takes none"):
+    # the message is the report's: the input and the class that does not read it, no family
+    with pytest.raises(ValueError, match="carries moe_mm_token_type_ids") as refused:
         batch.hf_kwargs("sdpa", config=other)
+    message = str(refused.value)
+    assert f"{type(other.model).__name__} does not read moe_mm_token_type_ids" in message
+    assert "Ernie" not in message and "own processor" in message
 
 
 def test_llava_next_documents_keep_the_bos_of_a_llama_tokenizer(tmp_path: Path) -> None:

@@ -95,14 +95,22 @@ def packed(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Any
 
 
 @pytest.mark.parametrize(
-    "name, shown",
-    [("ernie-4.5-vl", "Ernie-4.5-VL"), ("hunyuan-vl", "HunYuan-VL"), ("paddleocr-vl", "Paddle")],
+    "name, dropped",
+    [
+        ("ernie-4.5-vl", "moe_mm_token_type_ids"),
+        ("hunyuan-vl", "4-row mRoPE positions"),
+        ("paddleocr-vl", "not patch rows"),
+    ],
 )
-def test_megatron_batch_refuses_layouts_it_would_lose(packed: Any, name: str, shown: str) -> None:
-    """Megatron's VLM layout is Qwen-VL's: the layouts it would lose are refused by name."""
+def test_megatron_batch_refuses_layouts_it_would_lose(packed: Any, name: str, dropped: str) -> None:
+    """These families declare no Megatron layout: their batches are refused naming the family;
+    built by hand (no family), by what Megatron's VLM layout would drop."""
     _, pack, _ = packed(name)
-    with pytest.raises(ValueError, match=f"megatron_batch.*{shown}"):
-        megatron_batch(collate_packs([pack]))
+    batch = collate_packs([pack])
+    with pytest.raises(ValueError, match=f"megatron_batch.*the {name} family, which declares no"):
+        megatron_batch(batch)
+    with pytest.raises(ValueError, match=f"megatron_batch.*{dropped}.*no Megatron VLM layout"):
+        megatron_batch(dataclasses.replace(batch, family=None))
 
 
 def test_hunyuan_four_axis_model_reads_all_four_rows(packed: Any) -> None:

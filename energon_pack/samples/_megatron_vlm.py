@@ -106,16 +106,8 @@ def _refuse_other_layouts(batch: PackedCaptioningBatch) -> None:
             f"inputs as its model reads them. Layouts built: {_layouts()}. Use "
             "batch.hf_kwargs(impl, config=model) for this family."
         )
-    dropped = [
-        f"{name} (per-token inputs its model reads)"
-        for name in ("moe_mm_token_type_ids",)
-        if getattr(batch, name) is not None
-    ]
-    dropped += [
-        f"{name} (per-image inputs its model reads)"
-        for name in ("image_sizes", "batch_num_images")
-        if getattr(batch, name) is not None
-    ]
+    inputs = ("moe_mm_token_type_ids", "image_sizes", "batch_num_images")
+    dropped = [f"{n} (which its model reads)" for n in inputs if getattr(batch, n) is not None]
     if batch.pixel_values.dim() != 2:
         dropped.append(f"pixel_values of shape {tuple(batch.pixel_values.shape)}, not patch rows")
     mrope = batch.mrope_position_ids

@@ -133,7 +133,7 @@ def test_a_missing_or_bad_packing_group_is_refused_with_the_fix(
 
 
 def test_packing_groups_of_nested_metadatasets_are_read_as_the_loader_reads_them(
-    tmp_path: Path, tokenizer_dir: Path
+    grouped: Path, tmp_path: Path, tokenizer_dir: Path
 ) -> None:
     """A ``blend:`` of two nested metadatasets: ``inner.yaml`` names the groups on its own
     leaves (``chat`` and ``notes`` in ``chat``), ``books.yaml`` (one dataset) gets ``books``
@@ -146,9 +146,8 @@ def test_packing_groups_of_nested_metadatasets_are_read_as_the_loader_reads_them
     def texts(n: int, lo: int, hi: int) -> list[str]:
         return [" ".join(rng.choices(WORDS, k=rng.randint(lo, hi))) for _ in range(n)]
 
-    chat = make_text_dataset(tmp_path / "chat", texts(200, 2, 6))
-    notes = make_text_dataset(tmp_path / "notes", texts(100, 8, 20))
-    books = make_text_dataset(tmp_path / "books", texts(30, 60, 180))
+    chat, books = grouped.parent / "chat", grouped.parent / "books"  # :func:`_blend`'s
+    notes = make_text_dataset(tmp_path / "notes", texts(60, 8, 20))
     head = "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
     (tmp_path / "inner.yaml").write_text(
         head

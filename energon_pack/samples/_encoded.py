@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import torch
 from megatron.energon import Sample, edataclass
 
-__all__ = ["EncodedCaptioningSample", "EncodedMultimodalSample", "EncodedSample"]
+__all__ = ["EncodedCaptioningSample", "EncodedMultimodalSample", "EncodedSample", "MediaFamily"]
 
 
 #: The media spans of a text document (shared: it has no element to change).
@@ -87,6 +87,19 @@ class EncodedSample(Sample):
         return dataclasses.replace(self, **changes)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class MediaFamily:
+    """What the VLM family that made a document declares to the layers that read its pack and
+    batch (an encoder sets it from its ``VisionFamily``)."""
+
+    #: The family's name (``VisionFamily.name``, ``"qwen2-vl"``), for messages.
+    name: str
+    #: The Megatron VLM layout its batches take (``VisionFamily.megatron_layout``, a key of
+    #: :data:`~energon_pack.samples.MEGATRON_VLM_LAYOUTS`), or None: ``megatron_batch``
+    #: refuses them.
+    megatron_layout: str | None = None
+
+
 @dataclasses.dataclass(kw_only=True)
 class ImageFields:
     """The image fields of documents, packs and batches (a mixin, first in the bases): items in
@@ -107,6 +120,9 @@ class ImageFields:
     #: (num_images, 2) int64 original (height, width) per image, for models that read them
     #: (LLaVA-NeXT, -OneVision), or None.
     image_sizes: torch.Tensor | None = None
+    #: The VLM family that made the documents and what it declares, or None (documents built
+    #: by hand); one family per pack and batch.
+    family: MediaFamily | None = None
 
 
 @dataclasses.dataclass(kw_only=True)

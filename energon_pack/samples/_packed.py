@@ -30,6 +30,7 @@ from energon_pack.samples._encoded import (
     EncodedMultimodalSample,
     EncodedSample,
     ImageFields,
+    MediaFamily,
     VideoFields,
     media_tokens,
 )
@@ -192,6 +193,7 @@ class PackedCaptioningSample(PackedImageFields, PackedTextSample):
             **concat_media(samples, layout.starts, cls.image_fields),
             "image_sizes": cat_optional(samples, "image_sizes"),
             "mrope_position_ids": mrope_ids,
+            "family": one_family(samples, "documents"),
         }
 
 
@@ -302,6 +304,20 @@ def _runs(
     grids_t = torch.tensor(grids, dtype=torch.int64).view(-1, 3)
     order = torch.argsort(spans_t[:, 0], stable=True)
     return spans_t[order], grids_t[order], [intervals[i] for i in order.tolist()]
+
+
+def one_family(members: Sequence[Any], what: str) -> MediaFamily | None:
+    """The one :class:`MediaFamily` of ``members`` (documents of a pack, packs of a batch);
+    members of different families (or some built by hand) are a ValueError."""
+    families = list(dict.fromkeys(m.family for m in members))
+    if len(families) > 1:
+        names = [f.name if f is not None else "none (built by hand)" for f in families]
+        raise ValueError(
+            f"the {what} of one {'batch' if what == 'packs' else 'pack'} come from different VLM "
+            f"families ({', '.join(names)}): their layouts differ; pack each family's documents "
+            "apart (one encoder per family)"
+        )
+    return families[0]
 
 
 def cat_optional(members: Sequence[Any], name: str) -> torch.Tensor | None:

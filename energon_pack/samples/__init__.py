@@ -18,7 +18,7 @@ from energon_pack.samples._encoded import (
     EncodedMultimodalSample,
     EncodedSample,
 )
-from energon_pack.samples._light import LightCaptioningDocument, LightMultimodalDocument
+from energon_pack.samples._light import LightMultimodalDocument
 from energon_pack.samples._megatron import MegatronBatch
 from energon_pack.samples._megatron_batch import megatron_batch
 from energon_pack.samples._megatron_vlm import (
@@ -34,7 +34,6 @@ __all__ = [
     "EncodedCaptioningSample",
     "EncodedMultimodalSample",
     "EncodedSample",
-    "LightCaptioningDocument",
     "LightMultimodalDocument",
     "MegatronBatch",
     "PackedCaptioningBatch",

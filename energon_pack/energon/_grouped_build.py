@@ -79,7 +79,6 @@ def build_grouped_train_datasets(
     shuffle_buffer_size: int | None = None,
     blend_mode: DatasetBlendMode = DatasetBlendMode.NONE,
     repeat: bool = True,
-    **unused: Any,
 ) -> Any:
     """energon's ``build_train_datasets`` with one packing pipeline per group (module docstring).
 
@@ -121,12 +120,7 @@ def build_grouped_train_datasets(
     packed = []
     for places, pack in branches:
         parts = [leaves[i] for i in places]
-        if len(parts) == 1:
-            dataset = parts[0][0]
-        elif sample_size is not None:
-            dataset = SizeBlendDataset(*parts, sample_size=sample_size, worker_config=worker_config)
-        else:
-            dataset = BlendDataset(*parts, worker_config=worker_config)
+        dataset = _blend(parts, sample_size, worker_config)
         if shuffle_buffer_size is not None and shuffle_buffer_size > 1:
             dataset = ShuffleBufferDataset(
                 dataset, size=shuffle_buffer_size, worker_config=worker_config
@@ -134,10 +128,7 @@ def build_grouped_train_datasets(
         dataset = encoder.build_encode_sample(dataset, worker_config=worker_config)
         packed.append((pack(dataset), sum(weight for _, weight in parts)))
 
-    if len(packed) == 1:
-        dataset = packed[0][0]
-    else:
-        dataset = SizeBlendDataset(*packed, sample_size=pack_size, worker_config=worker_config)
+    dataset = _blend(packed, pack_size, worker_config)
     # energon's build_batch after packing: batching and encode_batch (packs are made above)
     dataset = TaskEncoder.build_batch(
         encoder,
@@ -152,3 +143,15 @@ def build_grouped_train_datasets(
     if worker_config.should_log(level=1):
         dataset = LogSampleDataset(dataset, mode="train", worker_config=worker_config)
     return dataset
+
+
+def _blend(
+    parts: list[tuple[Any, float]], size: Callable[[Any], int] | None, worker_config: Any
+) -> Any:
+    """``parts`` ((dataset, weight) pairs) as one dataset: a lone part itself, else blended by
+    ``size`` (a :class:`SizeBlendDataset`; None: energon's sample-weighted ``BlendDataset``)."""
+    if len(parts) == 1:
+        return parts[0][0]
+    if size is None:
+        return BlendDataset(*parts, worker_config=worker_config)
+    return SizeBlendDataset(*parts, sample_size=size, worker_config=worker_config)

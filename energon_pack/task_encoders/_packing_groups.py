@@ -150,7 +150,7 @@ def grouped_train_datasets(encoder: Any, *, worker_config: Any, **kwargs: Any) -
             f"or documents (blend_size=None); a pack cannot be measured in {blend}: set "
             "blend_size to 'tokens' or None."
         )
-    default_buffer = kwargs.get("packing_buffer_size")
+    default_buffer = kwargs.pop("packing_buffer_size", None)  # each group's own below
     if encoder._is_overridden(encoder.postencode_sample):
         raise ValueError(
             f"{type(encoder).__name__} overrides postencode_sample, which packing groups do not "

@@ -19,7 +19,7 @@ from energon_pack.samples._encoded import (
     EncodedSample,
     MediaFamily,
 )
-from energon_pack.samples._light import LightCaptioningDocument, LightMultimodalDocument
+from energon_pack.samples._light import LightMultimodalDocument
 from energon_pack.samples._megatron import MegatronBatch
 from energon_pack.samples._megatron_batch import megatron_batch
 from energon_pack.samples._megatron_vlm import (
@@ -36,7 +36,6 @@ __all__ = [
     "EncodedCaptioningSample",
     "EncodedMultimodalSample",
     "EncodedSample",
-    "LightCaptioningDocument",
     "LightMultimodalDocument",
     "MEGATRON_VLM_LAYOUTS",
     "MediaFamily",

@@ -41,8 +41,7 @@ def one_storage(item: Any) -> Any:
     for key, t in unique.items():
         offsets[key] = size
         size += -(-t.numel() * t.element_size() // _ALIGN) * _ALIGN
-    # in shared memory already: the DataLoader sends its descriptor instead of copying it again
-    buffer = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(size))
+    buffer = _shared_bytes(size)
     views = {}
     for key, t in unique.items():
         start = offsets[key]
@@ -52,6 +51,15 @@ def one_storage(item: Any) -> Any:
     for owner, name, t in slots:
         object.__setattr__(owner, name, views[id(t)])
     return item
+
+
+def _shared_bytes(size: int) -> torch.Tensor:
+    """``size`` bytes allocated in shared memory: the DataLoader then sends their descriptor
+    instead of copying them into a new segment (``share_memory_`` of a tensor copies)."""
+    new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
+    if new_shared is None:  # a torch without it: copied once more, still one segment
+        return torch.empty(size, dtype=torch.uint8)
+    return torch.empty(0, dtype=torch.uint8).set_(new_shared(size))
 
 
 def _collect(obj: Any, out: list[tuple[Any, str, torch.Tensor]], depth: int) -> None:

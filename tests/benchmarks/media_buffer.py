@@ -27,8 +27,8 @@ that a drifting machine load hits both; the row keeps the best samples/s and fir
 minimum time: the least disturbed run), the medians of samples/s and CPU ms/doc over the runs,
 and the highest peak RSS. ``--profile`` adds a table of CPU ms per packed document by stage
 (decode, the light planner's data check, resize, rows, copies; cProfile on process CPU time,
-median over runs); ``--breakdown`` adds, per run, the RSS after the interpreter, the imports
-(torch, transformers, energon), the encoder, the loader, at the first pack, at the end and after
+median over runs); ``--breakdown`` adds, per run, the RSS after the interpreter, torch,
+transformers, the other imports (energon, energon-pack), the encoder, the loader, at the first pack, at the end and after
 ``malloc_trim``, and the most bytes the buffer, a pack's tensors and a pack's resized images
 held. Run::
 
@@ -131,6 +131,12 @@ def run_one(
     document by stage (:func:`stages`, under cProfile); ``breakdown``: RSS at each stage and the
     bytes the buffer and the packs hold (:func:`held_bytes`)."""
     rss = {"python": rss_gb()}
+    import torch  # noqa: F401  (imported below anyway: measured one at a time)
+
+    rss["torch"] = rss_gb()
+    import transformers  # noqa: F401
+
+    rss["transformers"] = rss_gb()
     from energon_pack.task_encoders import CaptioningPackingTaskEncoder, VQAPackingTaskEncoder
     from energon_pack.training import make_loader
     from energon_pack_tools import make_image_processor
@@ -175,7 +181,7 @@ def run_one(
     if profiler is not None:
         profiler.disable()
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    peak = usage.ru_maxrss / 1e6  # KB -> GB
+    peak = usage.ru_maxrss * 1024 / 1e9  # KiB -> GB (10^9 bytes, as rss_gb)
     extra: dict[str, Any] = {}
     if profiler is not None:
         extra["stages_ms"] = stages(profiler, packed)
@@ -392,11 +398,22 @@ def print_stages(runs: list[dict]) -> None:
 
 
 def print_breakdown(runs: list[dict]) -> None:
-    """Per run: RSS (GB) after the interpreter, the imports, the encoder, the loader, at the first
+    """Per run: RSS (GB) after the interpreter, torch, transformers, the other imports (energon,
+    energon-pack), the encoder, the loader, at the first
     pack, the peak, at the end and after ``malloc_trim``; the most bytes the buffer, a pack's
     tensors and a pack's resized images held."""
     print("\nRSS GB by stage, and the most bytes held (GB), per run\n")
-    rss = ["python", "imports", "encoder", "loader", "first_pack", "end", "end_trimmed"]
+    rss = [
+        "python",
+        "torch",
+        "transformers",
+        "imports",
+        "encoder",
+        "loader",
+        "first_pack",
+        "end",
+        "end_trimmed",
+    ]
     held = ["buffer", "pack", "pack_images"]
     print(f"| buffer | mode | {' | '.join(rss)} | peak | {' | '.join(held)} |")
     print("|---:|---|" + "---:|" * (len(rss) + 1 + len(held)))

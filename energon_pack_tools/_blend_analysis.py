@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The shares a ``blend:`` metadataset would train on, sample-weighted (energon's blend) and
 size-weighted (``encoder.blend_size``), measured through the real loader (``analyze`` on a
-metadataset). Each run reads packs (``num_workers=0``, ``repeat=True``) until they hold
-``tokens`` real tokens and sums their ``PackingCounts.dataset_*``. A metadataset whose datasets
+metadataset), per leaf dataset as energon resolves them (nested metadatasets flattened). Each
+run reads packs (``num_workers=0``, ``repeat=True``) until they hold ``tokens`` real tokens and
+sums their ``PackingCounts.dataset_*``. A metadataset whose datasets
 name a ``packing_group`` subflavor is analyzed under the encoder's ``packing_groups`` (or the
 policies given), both runs, with each group's packs and fill. See docs/howto/blends.md.
 """
@@ -19,48 +20,67 @@ from energon_pack.samples import PackingCounts
 
 __all__ = [
     "BlendAnalysis",
+    "BlendLeaf",
     "analyze_blend",
+    "blend_leaves",
     "blend_groups",
     "parse_packing_group",
     "weighted_blend",
 ]
 
 
-def _blend_entries(path: Path | str) -> list[dict[str, Any]] | None:
+@dataclass(frozen=True)
+class BlendLeaf:
+    """One dataset the loader blends: its path, weight and packing group."""
+
+    #: The leaf dataset's path.
+    name: str
+    #: Its share of the blend (nested ``blend:`` weights multiplied, summing to 1).
+    weight: float
+    #: Its ``packing_group`` subflavor (None: the default group).
+    group: str | None
+
+
+def blend_leaves(path: Path | str) -> list[BlendLeaf] | None:
+    """The leaves the loader blends for a metadataset whose train split is a ``blend:`` (of two
+    or more datasets), or None for anything else. energon resolves them as for
+    ``get_train_dataset``: nested metadatasets flattened, their weights multiplied, each leaf's
+    subflavors those its references set (an outer one's win), and the loader's own
+    ``leaf_groups`` reads its group from them."""
     path = Path(path)
     if path.suffix not in (".yaml", ".yml") or not path.is_file():
         return None
-    import yaml
+    from megatron.energon import WorkerConfig, load_dataset
+    from megatron.energon.metadataset.loader_interface import DatasetBlendMode
 
-    spec = yaml.safe_load(path.read_text()) or {}
-    train = (spec.get("splits") or {}).get("train") if isinstance(spec, dict) else None
-    blend = train.get("blend") if isinstance(train, dict) else None
-    if not isinstance(blend, list) or len(blend) < 2:
+    from energon_pack.energon import leaf_groups
+
+    loaded = load_dataset(path).get_datasets(
+        training=True,
+        split_part="train",
+        worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
+    )
+    if loaded.blend_mode != DatasetBlendMode.DATASET_WEIGHT or len(loaded.datasets) < 2:
         return None
-    return [e if isinstance(e, dict) else {} for e in blend]
+    groups = leaf_groups(loaded.datasets)
+    return [
+        BlendLeaf(str(leaf.dataset.path), float(leaf.weight), group)
+        for leaf, group in zip(loaded.datasets, groups)
+    ]
 
 
 def weighted_blend(path: Path | str) -> list[tuple[str, float]] | None:
-    """``(name, weight)`` of each dataset of a metadataset whose train split is a ``blend:``
-    (names: the entries' ``path``, else their place), or None for anything else."""
-    entries = _blend_entries(path)
-    if entries is None:
-        return None
-    return [(str(e.get("path", i)), float(e.get("weight", 1.0))) for i, e in enumerate(entries)]
+    """``(path, weight)`` of each leaf of a ``blend:`` metadataset (:func:`blend_leaves`), or
+    None for anything else."""
+    leaves = blend_leaves(path)
+    return None if leaves is None else [(leaf.name, leaf.weight) for leaf in leaves]
 
 
 def blend_groups(path: Path | str) -> list[str | None] | None:
-    """Each ``blend:`` entry's ``packing_group`` subflavor (None: none), or None when no entry
-    names one (or ``path`` is not a ``blend:`` metadataset)."""
-    from energon_pack.energon import GROUP_SUBFLAVOR
-
-    entries = _blend_entries(path)
-    if entries is None:
-        return None
-    groups = []
-    for entry in entries:
-        group = (entry.get("subflavors") or {}).get(GROUP_SUBFLAVOR)
-        groups.append(None if group is None else str(group))
+    """Each leaf's ``packing_group`` subflavor (None: none) as the loader reads it, nested
+    metadatasets included (:func:`blend_leaves`), or None when no leaf names one (or ``path``
+    is not a ``blend:`` metadataset)."""
+    groups = [leaf.group for leaf in blend_leaves(path) or []]
     return groups if any(g is not None for g in groups) else None
 
 
@@ -266,8 +286,8 @@ def analyze_blend(
     hold ``tokens`` tokens (see the module docstring). ``packing_groups``: policies
     (``PackingPolicy``) by group name, added to (and replacing those of) the encoder's own
     ``packing_groups``; the groups apply when the encoder then has any."""
-    weighted = weighted_blend(path)
-    if weighted is None:
+    leaves = blend_leaves(path)
+    if leaves is None:
         raise ValueError(f"{path} is not a metadataset whose train split is a `blend:`.")
     if tokens < 1:
         raise ValueError(f"tokens={tokens} must be >= 1.")
@@ -279,7 +299,8 @@ def analyze_blend(
             encoder.packing_groups = {**(encoder.packing_groups or {}), **packing_groups}
         runs.append(_run(Path(path), encoder, buffer_size, tokens, progress))
         if encoder.packing_groups:  # each group's buffer and algorithm, as the loader's
-            named = [_group_name(g) for g in blend_groups(path) or []]
+            grouped = any(leaf.group is not None for leaf in leaves)
+            named = [_group_name(leaf.group) for leaf in leaves] if grouped else []
             for name in dict.fromkeys([*named, *runs[-1][1]]):
                 group = None if name == "(default)" else name
                 policy = encoder.packing_groups.get(group) if group is not None else None
@@ -287,15 +308,14 @@ def analyze_blend(
                     "buffer_size": (policy and policy.buffer_size) or buffer_size,
                     "algorithm": encoder.spec_for_group(group).algorithm,
                 }
-    groups = blend_groups(path) if policies else None
     return BlendAnalysis(
         dataset=str(path),
-        weighted=weighted,
+        weighted=[(leaf.name, leaf.weight) for leaf in leaves],
         tokens=tokens,
         size=str(getattr(size, "__name__", size)),
         by_samples=runs[0][0],
         by_size=runs[1][0],
-        groups=groups or ([] if not policies else [None] * len(weighted)),
+        groups=[leaf.group for leaf in leaves] if policies else [],
         policies=policies,
         group_runs={"samples": runs[0][1], "size": runs[1][1]},
     )

@@ -184,8 +184,9 @@ def hf_kwargs(
         token_type_ids: ``(B, L)`` as the model's processor makes them, for models whose
             mask reads them (Gemma 3 VLM, PaliGemma); not passed on.
         moe_mm_token_type_ids: ``(B, L)`` as the model's processor makes them, passed on to
-            models that read them (Ernie-4.5-VL's experts route by them: a model that reads
-            them is refused a batch without them, a model that does not, a batch with them).
+            models whose forward reads them (``ModelReport.token_inputs``; Ernie-4.5-VL's
+            experts route by them): a model that reads them is refused a batch without them, a
+            model that does not, a batch with them.
 
     Hybrid models (linear-attention or short-conv layers, ``ModelReport.state_layers``): the
     packs are laid end to end in one ``(1, B*L)`` row with ``seq_idx`` and the varlen kwargs
@@ -233,23 +234,25 @@ def hf_kwargs(
 
 def _token_inputs(report: ModelReport, unchecked: bool, **given: torch.Tensor | None) -> dict:
     """The per-token inputs of ``given`` the model reads (``report.token_inputs``); a missing
-    one it reads, or one given that it does not read, is a ValueError (``unchecked``: passed
-    as given)."""
+    one it reads, or one given that it does not read, is a ValueError naming the input and the
+    model class (``unchecked``: passed as given)."""
+    model = report.base_model_class or f"the {report.model_type} model"
     out = {}
     for name, value in given.items():
         if value is not None and (unchecked or name in report.token_inputs):
             out[name] = value
         elif name in report.token_inputs:
             raise ValueError(
-                f"{report.model_type} reads {name} (its experts route each token by its "
-                "modality: without them image tokens take the text experts), but this batch has "
-                f"none: pack with the model's own processor (its family gives each document "
-                f"{name}) or pass {name}=... to hf_kwargs"
+                f"{model} reads {name} (a per-token input its processor makes for each "
+                f"document), but this batch has none: without {name} its forward computes "
+                f"something other than for each document alone. Pack with the model's own "
+                f"processor (whose family gives each document {name}) or pass {name}=... to "
+                "hf_kwargs"
             )
         elif value is not None:
             raise ValueError(
-                f"this batch carries {name} (packed for an Ernie-4.5-VL processor), but "
-                f"{report.model_type} takes none: pack with this model's own processor"
+                f"this batch carries {name} (the processor it was packed with makes them), but "
+                f"{model} does not read {name}: pack with this model's own processor"
             )
     return out
 

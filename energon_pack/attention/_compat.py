@@ -75,6 +75,9 @@ class ModelReport:
     #: Per-token inputs the model's forward reads that each document must bring from its
     #: processor (:data:`TOKEN_INPUTS`: Ernie-4.5-VL's ``moe_mm_token_type_ids``).
     token_inputs: tuple[str, ...] = ()
+    #: The base model class whose forward was read for :attr:`token_inputs` (transformers'
+    #: ``MODEL_MAPPING`` of the config), for messages; '' where none is mapped.
+    base_model_class: str = ""
 
     @property
     def flattened(self) -> bool:
@@ -100,13 +103,22 @@ _PADDING_IDX_POSITIONS = ("roberta", "xlm-roberta", "camembert", "data2vec-text"
 
 
 @functools.cache
-def _base_model_source(config_class: type, method: str | None = None) -> str:
-    """Source of the base model class of ``config_class`` (or of its ``method``); '' if none."""
+def _base_model_class(config_class: type) -> type | None:
+    """The base model class transformers maps ``config_class`` to, None if none."""
     auto = importlib.import_module("transformers.models.auto.modeling_auto")
     try:
-        model_class = auto.MODEL_MAPPING[config_class]
+        return auto.MODEL_MAPPING[config_class]
+    except KeyError:
+        return None
+
+
+@functools.cache
+def _base_model_source(config_class: type, method: str | None = None) -> str:
+    """Source of the base model class of ``config_class`` (or of its ``method``); '' if none."""
+    model_class = _base_model_class(config_class)
+    try:
         return inspect.getsource(getattr(model_class, method) if method else model_class)
-    except (KeyError, TypeError, OSError):
+    except (AttributeError, TypeError, OSError):
         return ""
 
 
@@ -321,6 +333,7 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
     _check_flash_chunks(impl, local, pack_size)
     _check_flash_head_dim(config, impl)
     forward = _base_model_source(type(outer), "forward")
+    base = _base_model_class(type(outer))
     accepts = "attention_mask, dict)" in forward
     offset, padding_idx = _positions(outer, config)
     report = ModelReport(
@@ -337,6 +350,7 @@ def config_report(model_or_config: Any, impl: str, pack_size: int | None) -> Mod
         position_padding_idx=padding_idx,
         state_layers=state_layers,
         token_inputs=tuple(name for name in TOKEN_INPUTS if name in forward),
+        base_model_class="" if base is None else base.__name__,
     )
     if report.needs_mapping and not accepts and not implementation(impl).varlen:
         reach = min(

@@ -17,9 +17,9 @@ from energon_pack.energon._build_hooks import (
 from energon_pack.energon._carry_over_dataset import build_carry_over_dataset
 from energon_pack.energon._grouped_build import (
     GROUP_SUBFLAVOR,
-    GroupBranch,
     PackingGroupError,
     build_grouped_train_datasets,
+    group_of,
     leaf_groups,
 )
 from energon_pack.energon._postencode_dataset import build_postencode_packing_dataset
@@ -45,7 +45,7 @@ __all__ = [
     "encode_map_dataset",
     "FatalOverlongSampleError",
     "GROUP_SUBFLAVOR",
-    "GroupBranch",
+    "group_of",
     "guard_reader",
     "leaf_groups",
     "PackingGroupError",

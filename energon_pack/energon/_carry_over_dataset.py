@@ -25,8 +25,7 @@ from energon_pack.algorithms import MediaLoad, PackingSpec, plan_carry_over
 from energon_pack.encoding import warn_if_buffer_too_small
 from energon_pack.energon._postencode_dataset import (
     PostencodePackingDataset,
-    packer_arguments,
-    postencoder_arguments,
+    packing_arguments,
 )
 from energon_pack.energon._version import check_energon_version
 
@@ -236,19 +235,11 @@ def build_carry_over_dataset(
             "does not support: do that per-sample work in pack_selected_samples, or set "
             "carry_over=None."
         )
-    packers = packer_arguments(task_encoder)
-    if pre_packer is not None:
-        packers["pre_packer"] = pre_packer
     return CarryOverPackingDataset(
         dataset,
         buffer_size=packing_buffer_size,
         sample_length=sample_length,
         spec=spec,
         worker_config=worker_config,
-        **(
-            postencoder_arguments(task_encoder, sample_encoder)
-            if sample_encoder is not None
-            else {"sample_encoder_failure_tolerance": 0}
-        ),
-        **packers,
+        **packing_arguments(task_encoder, sample_encoder=sample_encoder, pre_packer=pre_packer),
     )

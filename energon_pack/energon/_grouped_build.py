@@ -15,7 +15,7 @@ How-to: docs/howto/blends.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from megatron.energon.errors import FatalSampleError
@@ -34,9 +34,9 @@ from energon_pack.energon._version import check_energon_version
 
 __all__ = [
     "GROUP_SUBFLAVOR",
-    "GroupBranch",
     "PackingGroupError",
     "build_grouped_train_datasets",
+    "group_of",
     "leaf_groups",
 ]
 
@@ -49,24 +49,20 @@ class PackingGroupError(FatalSampleError, ValueError):
     (energon's error handler never swallows a ``FatalSampleError``)."""
 
 
+def _group_name(subflavors: Mapping[str, Any] | None) -> str | None:
+    """The packing group ``subflavors`` name (None: the default group)."""
+    group = (subflavors or {}).get(GROUP_SUBFLAVOR)
+    return None if group is None else str(group)
+
+
+def group_of(sample: Any) -> str | None:
+    """The packing group a (raw or encoded) sample came from: its ``packing_group`` subflavor."""
+    return _group_name(getattr(sample, "__subflavors__", None))
+
+
 def leaf_groups(datasets: Sequence[Any]) -> list[str | None]:
     """Each loaded dataset's ``packing_group`` subflavor (None: the default group)."""
-    groups = []
-    for loaded in datasets:
-        subflavors = getattr(loaded.dataset, "subflavors", None) or {}
-        group = subflavors.get(GROUP_SUBFLAVOR)
-        groups.append(None if group is None else str(group))
-    return groups
-
-
-class GroupBranch:
-    """One packing group of a blend: its name, its leaves (places in the metadataset) and the
-    function that packs its encoded samples (``build(dataset) -> dataset of packs``)."""
-
-    def __init__(self, name: str | None, leaves: list[int], build: Callable[[Any], Any]):
-        self.name = name
-        self.leaves = leaves
-        self.build = build
+    return [_group_name(getattr(loaded.dataset, "subflavors", None)) for loaded in datasets]
 
 
 def build_grouped_train_datasets(
@@ -74,7 +70,7 @@ def build_grouped_train_datasets(
     *,
     datasets: Sequence[Any],
     worker_config: Any,
-    branches: Sequence[GroupBranch],
+    branches: Sequence[tuple[Sequence[int], Callable[[Any], Any]]],
     sample_size: Callable[[Any], int] | None,
     pack_size: Callable[[Any], int],
     batch_size: int | None,
@@ -83,17 +79,18 @@ def build_grouped_train_datasets(
     shuffle_buffer_size: int | None = None,
     blend_mode: DatasetBlendMode = DatasetBlendMode.NONE,
     repeat: bool = True,
-    **unused: Any,
 ) -> Any:
     """energon's ``build_train_datasets`` with one packing pipeline per group (module docstring).
 
     Args:
-        branches: The groups, in the order their first leaf appears in the metadataset.
+        branches: Per group, in the order its first leaf appears in the metadataset: its
+            leaves (places in the metadataset) and the function that packs its encoded
+            samples (``pack(dataset) -> dataset of packs``).
         sample_size: The size a raw sample adds to its leaf's share inside a group of several
             leaves (a :class:`SizeBlendDataset`), or None: energon's sample-weighted blend there.
         pack_size: The size a pack adds to its group's share of the blend of groups.
         The rest: as energon's ``build_train_datasets`` (``packing_buffer_size`` is each
-        branch's own, in ``build``).
+        group's own, in its ``pack``).
     """
     check_energon_version(
         feature="Per-group packing (encoder.packing_groups)",
@@ -121,25 +118,17 @@ def build_grouped_train_datasets(
         leaves.append((reader, weight))
 
     packed = []
-    for branch in branches:
-        parts = [leaves[i] for i in branch.leaves]
-        if len(parts) == 1:
-            dataset = parts[0][0]
-        elif sample_size is not None:
-            dataset = SizeBlendDataset(*parts, sample_size=sample_size, worker_config=worker_config)
-        else:
-            dataset = BlendDataset(*parts, worker_config=worker_config)
+    for places, pack in branches:
+        parts = [leaves[i] for i in places]
+        dataset = _blend(parts, sample_size, worker_config)
         if shuffle_buffer_size is not None and shuffle_buffer_size > 1:
             dataset = ShuffleBufferDataset(
                 dataset, size=shuffle_buffer_size, worker_config=worker_config
             )
         dataset = encoder.build_encode_sample(dataset, worker_config=worker_config)
-        packed.append((branch.build(dataset), sum(weight for _, weight in parts)))
+        packed.append((pack(dataset), sum(weight for _, weight in parts)))
 
-    if len(packed) == 1:
-        dataset = packed[0][0]
-    else:
-        dataset = SizeBlendDataset(*packed, sample_size=pack_size, worker_config=worker_config)
+    dataset = _blend(packed, pack_size, worker_config)
     # energon's build_batch after packing: batching and encode_batch (packs are made above)
     dataset = TaskEncoder.build_batch(
         encoder,
@@ -154,3 +143,15 @@ def build_grouped_train_datasets(
     if worker_config.should_log(level=1):
         dataset = LogSampleDataset(dataset, mode="train", worker_config=worker_config)
     return dataset
+
+
+def _blend(
+    parts: list[tuple[Any, float]], size: Callable[[Any], int] | None, worker_config: Any
+) -> Any:
+    """``parts`` ((dataset, weight) pairs) as one dataset: a lone part itself, else blended by
+    ``size`` (a :class:`SizeBlendDataset`; None: energon's sample-weighted ``BlendDataset``)."""
+    if len(parts) == 1:
+        return parts[0][0]
+    if size is None:
+        return BlendDataset(*parts, worker_config=worker_config)
+    return SizeBlendDataset(*parts, sample_size=size, worker_config=worker_config)

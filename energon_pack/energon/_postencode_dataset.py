@@ -64,34 +64,34 @@ class PostencodePackingDataset(PackingDataset):
         raise AssertionError(f"pack sub-index {pack_sub_idx} not found in the pack")
 
 
-def packer_arguments(task_encoder: TaskEncoder[Any, Any, Any, Any]) -> dict[str, Any]:
+def packing_arguments(
+    task_encoder: TaskEncoder[Any, Any, Any, Any],
+    *,
+    sample_encoder: Callable[[Any], Any] | None = None,
+    pre_packer: Callable[[list[Any]], list[list[Any]]] | None = None,
+) -> dict[str, Any]:
     """The ``PackingDataset`` arguments energon derives from a task encoder's packing hooks:
-    ``pre_packer`` / ``final_packer``, the final packer's statelessness and both failure
-    tolerances (the hook's own, else the encoder's default)."""
+    ``pre_packer`` (``select_samples_to_pack``, or the one given) / ``final_packer``, the final
+    packer's statelessness and the failure tolerances (the hook's own, else the encoder's
+    default); with ``sample_encoder`` (a method of ``task_encoder``), it as the per-member
+    post-encoder with its statelessness and tolerance."""
     tolerance = task_encoder.__default_failure_tolerance__
     select, pack = task_encoder.select_samples_to_pack, task_encoder.pack_selected_samples
-    return {
-        "pre_packer": select,
+    arguments: dict[str, Any] = {
+        "pre_packer": select if pre_packer is None else pre_packer,
         "final_packer": pack,
         "final_packer_stateless": get_stateless(pack),
         "pre_packer_failure_tolerance": get_failure_tolerance(select, tolerance),
         "final_packer_failure_tolerance": get_failure_tolerance(pack, tolerance),
+        "sample_encoder_failure_tolerance": 0,
     }
-
-
-def postencoder_arguments(
-    task_encoder: TaskEncoder[Any, Any, Any, Any], sample_encoder: Callable[[Any], Any]
-) -> dict[str, Any]:
-    """The ``PackingDataset`` arguments for a per-member post-encoder: ``sample_encoder`` (a
-    method of ``task_encoder``), its statelessness and its failure tolerance (the method's own,
-    else the encoder's default)."""
-    return {
-        "sample_encoder": sample_encoder,
-        "sample_encoder_stateless": get_stateless(sample_encoder),
-        "sample_encoder_failure_tolerance": get_failure_tolerance(
-            sample_encoder, task_encoder.__default_failure_tolerance__
-        ),
-    }
+    if sample_encoder is not None:
+        arguments["sample_encoder"] = sample_encoder
+        arguments["sample_encoder_stateless"] = get_stateless(sample_encoder)
+        arguments["sample_encoder_failure_tolerance"] = get_failure_tolerance(
+            sample_encoder, tolerance
+        )
+    return arguments
 
 
 def build_postencode_packing_dataset(
@@ -110,18 +110,9 @@ def build_postencode_packing_dataset(
     ``task_encoder.select_samples_to_pack`` (a packing group's checked selection). Call it from
     ``build_batch`` and pass ``packing_buffer_size=None`` to energon's.
     """
-    encoder_arguments = (
-        postencoder_arguments(task_encoder, sample_encoder)
-        if sample_encoder is not None
-        else {"sample_encoder_failure_tolerance": 0}
-    )
-    packers = packer_arguments(task_encoder)
-    if pre_packer is not None:
-        packers["pre_packer"] = pre_packer
     return PostencodePackingDataset(
         dataset,
         buffer_size=packing_buffer_size,
         worker_config=worker_config,
-        **encoder_arguments,
-        **packers,
+        **packing_arguments(task_encoder, sample_encoder=sample_encoder, pre_packer=pre_packer),
     )

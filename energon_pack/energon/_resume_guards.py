@@ -17,6 +17,7 @@ import inspect
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import torch.utils.data
 from megatron.energon.flavors.base_dataset import FlexState, SavableDataset, add_sample_restore_key
 from megatron.energon.task_encoder.base import get_failure_tolerance, get_stateless
 from megatron.energon.wrappers.base import BaseWrapperDataset, get_sample_restore_key
@@ -25,6 +26,7 @@ from megatron.energon.wrappers.map_dataset import MapDataset
 from energon_pack.energon._build_hooks import rebuilding
 from energon_pack.energon._dataset_identity import dataset_identity
 from energon_pack.energon._fingerprint import fingerprint
+from energon_pack.energon._one_storage import one_storage
 from energon_pack.energon._restore_check import (
     FINGERPRINT_FORMAT,
     FINGERPRINT_FORMAT_KEY,
@@ -166,8 +168,10 @@ class ResumeGuard(_PassThrough):
         clock.repass = self._skipped_pass
         clock.epoch += not clock.repass
         items = emitted = 0
+        # an item a worker sends goes through shared memory once per tensor storage
+        send = one_storage if torch.utils.data.get_worker_info() is not None else None
         for item in self.dataset:
-            yield item
+            yield item if send is None else send(item)
             items += 1
             emitted += _passed_on(item)
         self._skipped_pass = items > 0 and emitted == 0
@@ -178,7 +182,6 @@ def _undo_placeholder_skip() -> None:
     first checkpoint stores the placeholder (no state, offset 1), and the restored worker skips
     its first item. A worker whose dataset was not restored has nothing to skip: reset the skip
     count of energon's ``SavableDatasetWrapper`` (the worker's dataset) to 0."""
-    import torch.utils.data
 
     wrapper = getattr(torch.utils.data.get_worker_info(), "dataset", None)
     skips = getattr(wrapper, "_workers_skip_samples", None)

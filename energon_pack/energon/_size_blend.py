@@ -26,6 +26,7 @@ How-to: docs/howto/blends.md.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -172,13 +173,7 @@ def size_blending(sample_size: Callable[[Any], int]) -> Iterator[None]:
         off="turn it off (encoder.blend_size = None)",
     )
     original = base.BlendDataset
-
-    def build(*dataset_weights: Any, worker_config: Any) -> SizeBlendDataset[Any]:
-        return SizeBlendDataset(
-            *dataset_weights, sample_size=sample_size, worker_config=worker_config
-        )
-
-    base.BlendDataset = build  # type: ignore[assignment,misc]
+    base.BlendDataset = functools.partial(SizeBlendDataset, sample_size=sample_size)  # type: ignore
     try:
         yield
     finally:

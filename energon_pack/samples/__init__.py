@@ -17,11 +17,13 @@ from energon_pack.samples._encoded import (
     EncodedCaptioningSample,
     EncodedMultimodalSample,
     EncodedSample,
+    MediaFamily,
 )
-from energon_pack.samples._light import LightCaptioningDocument, LightMultimodalDocument
+from energon_pack.samples._light import LightMultimodalDocument
 from energon_pack.samples._megatron import MegatronBatch
 from energon_pack.samples._megatron_batch import megatron_batch
 from energon_pack.samples._megatron_vlm import (
+    MEGATRON_VLM_LAYOUTS,
     MegatronVLMBatch,
     VisionCost,
     attention_flops,
@@ -34,8 +36,9 @@ __all__ = [
     "EncodedCaptioningSample",
     "EncodedMultimodalSample",
     "EncodedSample",
-    "LightCaptioningDocument",
     "LightMultimodalDocument",
+    "MEGATRON_VLM_LAYOUTS",
+    "MediaFamily",
     "MegatronBatch",
     "PackedCaptioningBatch",
     "PackedMultimodalBatch",

@@ -37,6 +37,7 @@ from energon_pack.samples._packed import (
     PackedTextSample,
     cat_optional,
     concat_media,
+    one_family,
     token_types,
 )
 from energon_pack.samples._types import TypeRegistry
@@ -290,6 +291,7 @@ class PackedCaptioningBatch(PackedImageFields, PackedTextBatch):
         offsets = [r * length for r in range(len(packs))]
         fields = concat_media(packs, offsets, cls.image_fields)
         fields.update({n: cat_optional(packs, n) for n in ("image_sizes", "batch_num_images")})
+        fields["family"] = one_family(packs, "packs")
         return {**fields, "mrope_position_ids": _stack_mrope(packs, length)}
 
     def hf_kwargs(self, attn_implementation: str | None = None, **options: Any) -> dict[str, Any]:

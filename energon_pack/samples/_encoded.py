@@ -13,7 +13,11 @@ from typing import Any, ClassVar
 import torch
 from megatron.energon import Sample, edataclass
 
-__all__ = ["EncodedCaptioningSample", "EncodedMultimodalSample", "EncodedSample"]
+__all__ = ["EncodedCaptioningSample", "EncodedMultimodalSample", "EncodedSample", "MediaFamily"]
+
+
+#: The media spans of a text document (shared: it has no element to change).
+_NO_SPANS = torch.zeros((0, 2), dtype=torch.int64)
 
 
 @edataclass
@@ -48,7 +52,7 @@ class EncodedSample(Sample):
 
     def media_spans(self) -> torch.Tensor:
         """``(k, 2)`` int64 ``[start, end)`` token spans of media, by start; none for text."""
-        return torch.zeros((0, 2), dtype=torch.int64)
+        return _NO_SPANS
 
     def slice_fields(self, start: int, end: int) -> dict[str, Any]:
         """The fields of the document cut to tokens ``[start, end)``; subtypes add their media.
@@ -71,7 +75,8 @@ class EncodedSample(Sample):
         A cut inside a media span is a ``ValueError``. ``key`` is the new ``__key__`` (``None``:
         unchanged). ``doc.slice(0, 4)`` of text ``[a b c d e]`` holds ``[a b c d]``.
         """
-        for s, e in self.media_spans().tolist():
+        spans = self.media_spans()
+        for s, e in spans.tolist() if len(spans) else ():
             if start < e and s < end and not (start <= s and e <= end):
                 raise ValueError(
                     f"document {self.__key__!r}: [{start}, {end}) cuts media span [{s}, {e})."
@@ -80,6 +85,19 @@ class EncodedSample(Sample):
         if key is not None:
             changes["__key__"] = key
         return dataclasses.replace(self, **changes)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MediaFamily:
+    """What the VLM family that made a document declares to the layers that read its pack and
+    batch (an encoder sets it from its ``VisionFamily``)."""
+
+    #: The family's name (``VisionFamily.name``, ``"qwen2-vl"``), for messages.
+    name: str
+    #: The Megatron VLM layout its batches take (``VisionFamily.megatron_layout``, a key of
+    #: :data:`~energon_pack.samples.MEGATRON_VLM_LAYOUTS`), or None: ``megatron_batch``
+    #: refuses them.
+    megatron_layout: str | None = None
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -102,6 +120,9 @@ class ImageFields:
     #: (num_images, 2) int64 original (height, width) per image, for models that read them
     #: (LLaVA-NeXT, -OneVision), or None.
     image_sizes: torch.Tensor | None = None
+    #: The VLM family that made the documents and what it declares, or None (documents built
+    #: by hand); one family per pack and batch.
+    family: MediaFamily | None = None
 
 
 @dataclasses.dataclass(kw_only=True)

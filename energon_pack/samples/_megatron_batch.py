@@ -42,8 +42,8 @@ def megatron_batch(
 
     A Qwen2/2.5/3-VL batch (:class:`PackedCaptioningBatch` / :class:`PackedMultimodalBatch`
     built with ``mrope=True``) gives a :class:`MegatronVLMBatch`: (3, 1, T) mRoPE positions,
-    pixels and grids, image/video token masks and the vision cost; other VLM families are
-    refused by name.
+    pixels and grids, image/video token masks and the vision cost; a batch whose family
+    declares no Megatron layout (``VisionFamily.megatron_layout``) is refused naming it.
     """
     build = _LAYOUTS[batch.megatron_layout]
     return build(

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A packed Qwen2/2.5/3-VL batch as Megatron's THD micro-batch: the text part of
-:func:`~energon_pack.samples.megatron_batch`, the ``(3, 1, T)`` mRoPE rows per document (what
-megatron-core's ``MultimodalRotaryEmbedding`` reads), the pixels and grids in pack order, the
-image/video token masks, and the vision cost of each pack. Other VLM families have no Megatron
-layout yet and are refused by name. See docs/howto/trainers.md.
+"""A packed VLM batch as Megatron's THD micro-batch (layout ``"mrope_patch_rows"``: Qwen2/2.5/3-VL's):
+the text part of :func:`~energon_pack.samples.megatron_batch`, the ``(3, 1, T)`` mRoPE rows
+per document (what megatron-core's ``MultimodalRotaryEmbedding`` reads), the pixels and grids
+in pack order, the image/video token masks, and the vision cost of each pack. A family says
+whether its batches take a layout (``VisionFamily.megatron_layout``, carried by its documents
+as ``family``); one that declares none is refused naming it. See docs/howto/trainers.md.
 """
 
 from __future__ import annotations
@@ -15,10 +16,15 @@ from typing import Any
 import torch
 
 from energon_pack.attention import cp_partition_indices
-from energon_pack.samples._batch import PackedCaptioningBatch, PackedMultimodalBatch
+from energon_pack.samples._batch import (
+    PackedCaptioningBatch,
+    PackedMultimodalBatch,
+    refuse_bidirectional,
+)
 from energon_pack.samples._megatron import MegatronBatch, text_batch
 
 __all__ = [
+    "MEGATRON_VLM_LAYOUTS",
     "MegatronVLMBatch",
     "VisionCost",
     "attention_flops",
@@ -70,37 +76,52 @@ class MegatronVLMBatch(MegatronBatch):
     vision_cost: VisionCost
 
 
-#: The layouts of the other registered families, by what their batches show.
-_LAYOUTS = (
-    ("token_type_ids", "Gemma 3 / PaliGemma (token_type_ids: images attended both ways)"),
-    ("image_sizes", "LLaVA-NeXT / LLaVA-OneVision (anyres patches with image_sizes)"),
-    (5, "Idefics3 / SmolVLM (split tiles)"),
-    (4, "InternVL / Gemma 3 / PaliGemma / PaddleOCR-VL (whole tiles, images or patches)"),
-    ("moe_mm_token_type_ids", "Ernie-4.5-VL (moe_mm_token_type_ids for its experts)"),
-)
+#: The Megatron VLM layouts :func:`megatron_vlm_batch` builds, by the name a VLM family
+#: declares (``VisionFamily.megatron_layout``), with what such a batch holds.
+MEGATRON_VLM_LAYOUTS = {
+    "mrope_patch_rows": "patch rows (rows, patch_dim) with image_grid_thw and 3-row mRoPE "
+    "positions, as megatron-core's MultimodalRotaryEmbedding and Megatron-Bridge's Qwen-VL "
+    "models read them",
+}
 
 
-def _refuse_other_families(batch: PackedCaptioningBatch) -> None:
-    for key, family in _LAYOUTS:
-        if isinstance(key, int):
-            found = batch.pixel_values.dim() == key
-        else:
-            found = getattr(batch, key, None) is not None
-        if found:
-            raise ValueError(
-                f"megatron_batch(): this batch is a {family} batch; only Qwen2-VL, Qwen2.5-VL "
-                "and Qwen3-VL (patch rows with image_grid_thw and mRoPE) have a Megatron layout "
-                "so far. Use batch.hf_kwargs(impl, config=model) for this family."
-            )
-    if batch.mrope_position_ids is not None and batch.mrope_position_ids.shape[0] != 3:
+def _layouts() -> str:
+    return "; ".join(f"{name!r} ({what})" for name, what in MEGATRON_VLM_LAYOUTS.items())
+
+
+def _refuse_other_layouts(batch: PackedCaptioningBatch) -> None:
+    """A batch whose family declares no Megatron layout is refused naming it; any batch
+    (families' or built by hand) must hold what the layout holds and nothing it would drop."""
+    refuse_bidirectional(batch, "megatron_batch()")
+    family = batch.family
+    if family is not None and family.megatron_layout not in MEGATRON_VLM_LAYOUTS:
+        declared = (
+            "declares no Megatron layout (megatron_layout=None)"
+            if family.megatron_layout is None
+            else f"declares Megatron layout {family.megatron_layout!r}, which is not built here"
+        )
         raise ValueError(
-            "megatron_batch(): this batch is a HunYuan-VL batch (4-row XD-RoPE positions); only "
-            "Qwen2-VL, Qwen2.5-VL and Qwen3-VL have a Megatron layout so far. Use "
+            f"megatron_batch(): this batch's documents come from the {family.name} family, which "
+            f"{declared}: Megatron's VLM micro-batch would not carry its pixels, positions or "
+            f"inputs as its model reads them. Layouts built: {_layouts()}. Use "
             "batch.hf_kwargs(impl, config=model) for this family."
         )
-    if batch.mrope_position_ids is None:
+    inputs = ("moe_mm_token_type_ids", "image_sizes", "batch_num_images")
+    dropped = [f"{n} (which its model reads)" for n in inputs if getattr(batch, n) is not None]
+    if batch.pixel_values.dim() != 2:
+        dropped.append(f"pixel_values of shape {tuple(batch.pixel_values.shape)}, not patch rows")
+    mrope = batch.mrope_position_ids
+    if mrope is not None and mrope.shape[0] != 3:
+        dropped.append(f"{mrope.shape[0]}-row mRoPE positions")
+    if dropped:
         raise ValueError(
-            "megatron_batch(): this Qwen-VL batch has no mRoPE positions; build its packs with "
+            f"megatron_batch(): this batch has {', '.join(dropped)}, which no Megatron VLM "
+            f"layout carries (layouts built: {_layouts()}). Use batch.hf_kwargs(impl, "
+            "config=model) for this batch."
+        )
+    if mrope is None:
+        raise ValueError(
+            "megatron_batch(): this batch has no mRoPE positions; build its packs with "
             "mrope=True (the encoder's mrope=True) so each document gets its 3-row positions"
         )
 
@@ -144,8 +165,9 @@ def megatron_vlm_batch(
     max_documents: int | None = None,
     device: torch.device | str | None = None,
 ) -> MegatronVLMBatch:
-    """:func:`~energon_pack.samples.megatron_batch` of a Qwen-VL batch (its arguments)."""
-    _refuse_other_families(batch)
+    """:func:`~energon_pack.samples.megatron_batch` of a VLM batch (its arguments) whose family
+    declares a layout of :data:`MEGATRON_VLM_LAYOUTS` (or built by hand in that layout)."""
+    _refuse_other_layouts(batch)
     text = text_batch(batch, cp_size, cp_rank, max_documents, device)
     size, flat = batch.tokens.numel(), batch.tokens.reshape(-1)
     assert batch.mrope_position_ids is not None

@@ -30,6 +30,7 @@ from energon_pack.samples._encoded import (
     EncodedMultimodalSample,
     EncodedSample,
     ImageFields,
+    MediaFamily,
     VideoFields,
     media_tokens,
 )
@@ -192,6 +193,7 @@ class PackedCaptioningSample(PackedImageFields, PackedTextSample):
             **concat_media(samples, layout.starts, cls.image_fields),
             "image_sizes": cat_optional(samples, "image_sizes"),
             "mrope_position_ids": mrope_ids,
+            "family": one_family(samples, "documents"),
         }
 
 
@@ -304,6 +306,20 @@ def _runs(
     return spans_t[order], grids_t[order], [intervals[i] for i in order.tolist()]
 
 
+def one_family(members: Sequence[Any], what: str) -> MediaFamily | None:
+    """The one :class:`MediaFamily` of ``members`` (documents of a pack, packs of a batch);
+    members of different families (or some built by hand) are a ValueError."""
+    families = list(dict.fromkeys(m.family for m in members))
+    if len(families) > 1:
+        names = [f.name if f is not None else "none (built by hand)" for f in families]
+        raise ValueError(
+            f"the {what} of one {'batch' if what == 'packs' else 'pack'} come from different VLM "
+            f"families ({', '.join(names)}): their layouts differ; pack each family's documents "
+            "apart (one encoder per family)"
+        )
+    return families[0]
+
+
 def cat_optional(members: Sequence[Any], name: str) -> torch.Tensor | None:
     """Field ``name`` of ``members`` concatenated, or None where they have none."""
     parts = [getattr(m, name) for m in members]
@@ -388,12 +404,13 @@ def _sources(samples: Sequence[Sample]) -> tuple[Any, ...] | None:
     return tuple(seen) if any(s.__sources__ is not None for s in samples) else None
 
 
-def _aligned_labels(tokens: np.ndarray, loss_mask: np.ndarray, lengths: list[int]) -> np.ndarray:
-    """labels[i] = tokens[i+1] if loss_mask[i+1], -100 at the last token of each document."""
+def _aligned_labels(tokens: np.ndarray, loss_mask: np.ndarray, starts: Sequence[int]) -> np.ndarray:
+    """labels[i] = tokens[i+1] if loss_mask[i+1], -100 at the last token of each document (the
+    token before each of ``starts`` but the first)."""
     labels = np.full(tokens.shape, IGNORE_INDEX, dtype=np.int64)
-    valid = loss_mask[1:].astype(bool)  # a copy: we clear the document ends in it
-    valid[np.cumsum(np.asarray(lengths[:-1], dtype=np.int64)) - 1] = False
-    np.copyto(labels[:-1], tokens[1:], where=valid)
+    np.copyto(labels[:-1], tokens[1:], where=loss_mask[1:].astype(bool, copy=False))
+    if len(starts) > 1:
+        labels[np.asarray(starts[1:], dtype=np.int64) - 1] = IGNORE_INDEX
     return labels
 
 
@@ -403,7 +420,10 @@ def _tokens_and_labels(
     """Concatenated tokens and aligned labels, alignment padding included (NumPy per token)."""
     tokens = torch.cat([s.tokens for s in samples]).numpy()
     mask = torch.cat([s.loss_mask for s in samples]).numpy()
-    labels = _aligned_labels(tokens, mask, layout.lengths)
+    real_starts = layout.starts if layout.padded == layout.lengths else None
+    if real_starts is None:
+        real_starts = list(itertools.accumulate(layout.lengths, initial=0))[:-1]
+    labels = _aligned_labels(tokens, mask, real_starts)
     if layout.padded != layout.lengths:
         n = sum(layout.padded)
         real = np.concatenate(

@@ -33,6 +33,7 @@ from energon_pack.energon import (
     build_postencode_packing_dataset,
     building_datasets,
     encode_map_dataset,
+    group_of,
     guard_reader,
     restoring_item,
     resumable,
@@ -53,7 +54,6 @@ from energon_pack.task_encoders._blend_size import (
 )
 from energon_pack.task_encoders._packing_groups import (
     PackingPolicy,
-    group_of,
     grouped_train_datasets,
     policy_fingerprint,
 )
@@ -361,14 +361,10 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         :mod:`energon_pack.energon` for exact resume, and a size-weighted blend if asked for
         (:attr:`blend_size`); with :attr:`packing_groups`, one packing pipeline per group."""
         self._group_leaves, self._group_buffers, self._group_specs = None, {}, {}
-        if self.packing_groups:
-            with building_datasets(self, worker_config):
-                return resumable(self, self._grouped_build, worker_config, kwargs)
+        grouped = functools.partial(grouped_train_datasets, self)
+        build = grouped if self.packing_groups else super().build_train_datasets
         with building_datasets(self, worker_config), blending(self, kwargs):
-            return resumable(self, super().build_train_datasets, worker_config, kwargs)
-
-    def _grouped_build(self, *, worker_config: Any, **kwargs: Any) -> Any:
-        return grouped_train_datasets(self, worker_config, kwargs)
+            return resumable(self, build, worker_config, kwargs)
 
     def build_val_datasets(self, *, worker_config: Any, **kwargs: Any) -> Any:
         """energon's, with the error handler and wrappers of :meth:`build_train_datasets`."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from megatron.energon.metadataset.loader_interface import DatasetBlendMode
 
-from energon_pack.energon import GROUP_SUBFLAVOR, blend_index, rebuilding, size_blending
+from energon_pack.energon import blend_index, group_of, rebuilding, size_blending
 
 __all__ = ["BlendSize", "blend_description", "blending", "dataset_counts", "raw_sample_size"]
 
@@ -73,10 +73,11 @@ def raw_sample_size(encoder: Any, raw_sample: Any) -> int:
 
 def blending(encoder: Any, kwargs: dict[str, Any]) -> Any:
     """The context for energon's ``build_train_datasets(**kwargs)``: a size-weighted blend
-    (:func:`~energon_pack.energon.size_blending`) when the encoder asks for one."""
+    (:func:`~energon_pack.energon.size_blending`) when the encoder asks for one (a grouped
+    build weighs sizes itself)."""
     import contextlib
 
-    if blend_description(encoder) is None:
+    if blend_description(encoder) is None or encoder.packing_groups:
         return contextlib.nullcontext()
     mode = kwargs.get("blend_mode", DatasetBlendMode.NONE)
     if len(kwargs.get("datasets") or ()) > 1 and mode != DatasetBlendMode.DATASET_WEIGHT:
@@ -99,8 +100,7 @@ def dataset_counts(
     places in the metadataset, and a member's restore key holds its place in its group."""
     datasets = [blend_index(getattr(m, "__restore_key__", None)) for m in members]
     if leaves is not None:
-        groups = [(getattr(m, "__subflavors__", None) or {}).get(GROUP_SUBFLAVOR) for m in members]
-        datasets = [leaves[None if g is None else str(g)][d or 0] for g, d in zip(groups, datasets)]
+        datasets = [leaves[group_of(m)][d or 0] for m, d in zip(members, datasets)]
     padded = getattr(pack, "doc_lengths_padded", None)
     if all(d is None for d in datasets) or padded is None or len(padded) != len(datasets):
         return {}

@@ -40,6 +40,7 @@ from energon_pack.samples import (
     EncodedMultimodalSample,
     EncodedSample,
     LightMultimodalDocument,
+    MediaFamily,
 )
 from energon_pack.task_encoders._base import PackingTaskEncoder
 from energon_pack.task_encoders._sft import _ids
@@ -431,7 +432,14 @@ class MultimodalPackingTaskEncoder(PackingTaskEncoder[T_sample], Generic[T_sampl
             video_spans=_spans(video_spans),
             video_second_per_grid=timing.second_per_grid if counts else torch.zeros(0),
             image_sizes=images.sizes,
+            family=self._family,
         )
+
+    @property
+    def _family(self) -> MediaFamily:
+        """What the family declares to the packs and batches (its name, its Megatron layout)."""
+        family = self.media.family
+        return MediaFamily(family.name, family.megatron_layout)
 
     def _token_types(self, ids: list[int], mask: list[bool]) -> torch.Tensor | None:
         """The ``token_type_ids`` of the family's processor (``family.token_types``): 1 on image

@@ -24,6 +24,7 @@ saved state; the fingerprint names a changed policy (``packing_groups.video.buff
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,14 +34,14 @@ from energon_pack.algorithms import PackingSpec
 from energon_pack.algorithms._registry import check_algorithm
 from energon_pack.energon import (
     GROUP_SUBFLAVOR,
-    GroupBranch,
     PackingGroupError,
     build_grouped_train_datasets,
+    group_of,
     leaf_groups,
 )
 from energon_pack.task_encoders._blend_size import BlendSize, blend_description
 
-__all__ = ["PackingPolicy", "group_of", "grouped_train_datasets", "policy_fingerprint"]
+__all__ = ["PackingPolicy", "grouped_train_datasets", "policy_fingerprint"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,13 +85,6 @@ class PackingPolicy:
         return dataclasses.replace(config, **changes)
 
 
-def group_of(sample: Any) -> str | None:
-    """The packing group a (raw or encoded) sample came from: its ``packing_group`` subflavor."""
-    subflavors = getattr(sample, "__subflavors__", None) or {}
-    group = subflavors.get(GROUP_SUBFLAVOR)
-    return None if group is None else str(group)
-
-
 def policy_fingerprint(policies: Mapping[str, PackingPolicy] | None) -> dict[str, str]:
     """Fingerprint entries of the policies: ``{"packing_groups.video.buffer_size": "8", ...}``."""
     out: dict[str, str] = {}
@@ -131,7 +125,7 @@ def pack_documents(pack: Any) -> int:
     return len(pack.doc_lengths)
 
 
-def grouped_train_datasets(encoder: Any, worker_config: Any, kwargs: dict[str, Any]) -> Any:
+def grouped_train_datasets(encoder: Any, *, worker_config: Any, **kwargs: Any) -> Any:
     """energon's train dataset with one packing pipeline per group (module docstring)."""
     policies: Mapping[str, PackingPolicy] = encoder.packing_groups
     datasets = kwargs.get("datasets") or ()
@@ -156,7 +150,7 @@ def grouped_train_datasets(encoder: Any, worker_config: Any, kwargs: dict[str, A
             f"or documents (blend_size=None); a pack cannot be measured in {blend}: set "
             "blend_size to 'tokens' or None."
         )
-    default_buffer = kwargs.get("packing_buffer_size")
+    default_buffer = kwargs.pop("packing_buffer_size", None)  # each group's own below
     if encoder._is_overridden(encoder.postencode_sample):
         raise ValueError(
             f"{type(encoder).__name__} overrides postencode_sample, which packing groups do not "
@@ -174,9 +168,14 @@ def grouped_train_datasets(encoder: Any, worker_config: Any, kwargs: dict[str, A
             )
         leaves[name] = [i for i, n in enumerate(names) if n == name]
         buffers[name] = size
-        branches.append(
-            GroupBranch(name, leaves[name], _BranchBuild(encoder, name, size, worker_config))
+        pack = functools.partial(
+            encoder._packing_dataset,
+            packing_buffer_size=size,
+            worker_config=worker_config,
+            spec=encoder.spec_for_group(name),
+            pre_packer=BranchSelect(encoder, name),
         )
+        branches.append((leaves[name], pack))
     encoder._group_leaves = leaves
     encoder._group_buffers = buffers
     return build_grouped_train_datasets(
@@ -187,20 +186,3 @@ def grouped_train_datasets(encoder: Any, worker_config: Any, kwargs: dict[str, A
         pack_size=pack_tokens if blend is not None else pack_documents,
         **kwargs,
     )
-
-
-class _BranchBuild:
-    """Builds one group's packing dataset (the encoder's, with the group's buffer and spec)."""
-
-    def __init__(self, encoder: Any, group: str | None, buffer_size: int, worker_config: Any):
-        self.encoder, self.group = encoder, group
-        self.buffer_size, self.worker_config = buffer_size, worker_config
-
-    def __call__(self, dataset: Any) -> Any:
-        return self.encoder._packing_dataset(
-            dataset,
-            packing_buffer_size=self.buffer_size,
-            worker_config=self.worker_config,
-            spec=self.encoder.spec_for_group(self.group),
-            pre_packer=BranchSelect(self.encoder, self.group),
-        )

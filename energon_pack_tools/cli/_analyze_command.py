@@ -165,14 +165,16 @@ def command(
     from energon_pack_tools._analysis import FirstSamplesFailed, analyze_dataset
     from energon_pack_tools._blend_analysis import (
         analyze_blend,
-        blend_groups,
+        blend_leaves,
         parse_packing_group,
-        weighted_blend,
     )
     from energon_pack_tools._datasets import check_dataset
     from energon_pack_tools._plots import TooFewDocuments, plot_analysis
 
-    blend = weighted_blend(dataset)
+    try:  # a metadataset's leaves as the loader resolves them (nested ones flattened)
+        blend = blend_leaves(dataset)
+    except (ValueError, OSError) as exc:  # a metadataset energon cannot load
+        raise click.ClickException(f"{dataset}: {exc}") from exc
     if blend is not None and (plot or lengths_out or limit):
         raise click.UsageError(
             f"{dataset} is a `blend:` metadataset: analyze prints the shares each dataset trains "
@@ -224,8 +226,8 @@ def command(
         encoder, notes = make_encoder()
         for note in notes:
             click.echo(note, err=True)
-        named = blend_groups(dataset) if blend is not None else None
-        if named:
+        named = [leaf.group for leaf in blend or []]
+        if any(g is not None for g in named):
             _check_groups(named, {**(getattr(encoder, "packing_groups", None) or {}), **policies})
         # energon prints shard slices to stdout; keep stdout for the report (and --json).
         with contextlib.redirect_stdout(sys.stderr):

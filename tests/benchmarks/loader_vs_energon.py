@@ -22,7 +22,8 @@ p50/p99 gaps between batches. ``--step-us-per-token`` sleeps after each batch fo
 that many microseconds per delivered slot (a simulated accelerator step). ``--cached-tokens``
 tokenizes every text once up front, so that only the loaders' own work is timed. ``--profile NAME``
 prints a cProfile of one epoch of that loader instead (``PROFILE_CALLERS=NAME`` in the
-environment adds the callers of the functions matching NAME). Run::
+environment adds the callers of the functions matching NAME; ``PROFILE_SORT=cumulative`` sorts by
+another column, ``PROFILE_MATCH=energon_pack`` keeps only matching rows). Run::
 
     python -W ignore tests/benchmarks/loader_vs_energon.py [--docs 1500] [--rounds 5] [--workers 0]
 """
@@ -235,8 +236,8 @@ def main() -> None:
             profile.enable()
             epoch(args.profile, tokenizer, path, args)
             profile.disable()
-            stats = pstats.Stats(profile).sort_stats("tottime")
-            stats.print_stats(30)
+            stats = pstats.Stats(profile).sort_stats(os.environ.get("PROFILE_SORT", "tottime"))
+            stats.print_stats(os.environ.get("PROFILE_MATCH", ""), 30)
             if os.environ.get("PROFILE_CALLERS"):
                 stats.print_callers(os.environ["PROFILE_CALLERS"])
             return

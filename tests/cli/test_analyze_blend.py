@@ -133,3 +133,56 @@ def test_a_missing_or_bad_packing_group_is_refused_with_the_fix(
     args = [str(grouped), "--tokenizer", str(tokenizer_dir), "--pack-size", "256"]
     res = CliRunner().invoke(command, [*args, "--buffer-size", "16", *options.split()])
     assert res.exit_code == 2 and message in res.output, res.output
+
+
+def test_packing_groups_of_nested_metadatasets_are_read_as_the_loader_reads_them(
+    grouped: Path, tmp_path: Path, tokenizer_dir: Path
+) -> None:
+    """A ``blend:`` of two nested metadatasets: ``inner.yaml`` names the groups on its own
+    leaves (``chat`` and ``notes`` in ``chat``), ``books.yaml`` (one dataset) gets ``books``
+    from the outer entry's subflavors. analyze reads one row per leaf, with energon's
+    flattened weights (3/4 * 1/3, 3/4 * 2/3, 1/4) and each leaf's group, and packs each group
+    under its policy: no leaf falls into the default group, in the rows or in the loader's
+    packs."""
+    rng = random.Random(7)
+
+    def texts(n: int, lo: int, hi: int) -> list[str]:
+        return [" ".join(rng.choices(WORDS, k=rng.randint(lo, hi))) for _ in range(n)]
+
+    chat, books = grouped.parent / "chat", grouped.parent / "books"  # :func:`_blend`'s
+    notes = make_text_dataset(tmp_path / "notes", texts(60, 8, 20))
+    head = "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
+    (tmp_path / "inner.yaml").write_text(
+        head
+        + "    blend:\n"
+        + f"      - {{weight: 1, path: {chat}, subflavors: {{packing_group: chat}}}}\n"
+        + f"      - {{weight: 2, path: {notes}, subflavors: {{packing_group: chat}}}}\n"
+    )
+    (tmp_path / "books.yaml").write_text(head + f"    path: {books}\n")
+    outer = tmp_path / "outer.yaml"
+    outer.write_text(
+        head
+        + "    blend:\n"
+        + "      - {weight: 3, path: inner.yaml}\n"
+        + "      - {weight: 1, path: books.yaml, subflavors: {packing_group: books}}\n"
+    )
+    args = [str(outer), "--tokenizer", str(tokenizer_dir), "--pack-size", "256"]
+    args += ["--buffer-size", "16", "--blend-tokens", "6000", "--json"]
+    groups = ["--packing-group", "chat=32", "--packing-group", "books=1"]
+    res = CliRunner().invoke(command, [*args, *groups])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    rows = out["rows"]
+    assert [Path(r["dataset"]).name for r in rows] == ["chat", "notes", "books"]
+    assert [r["group"] for r in rows] == ["chat", "chat", "books"]
+    assert [r["weight"] for r in rows] == pytest.approx([0.25, 0.5, 0.25])
+    policies = out["packing_groups"]
+    assert sorted(policies) == ["books", "chat"], policies  # no "(default)" group
+    for run in ("samples", "size"):
+        assert policies["books"][f"{run}_packs"] == policies["books"][f"{run}_documents"] > 0
+        assert policies["chat"][f"{run}_documents"] > policies["chat"][f"{run}_packs"] > 0
+        assert all(r[f"{run}_documents"] > 0 for r in rows), rows
+        assert sum(r[f"{run}_tokens"] for r in rows) == pytest.approx(1)
+    # the groups are the nested ones: a policy for only one of them is refused naming the other
+    short = CliRunner().invoke(command, [*args, "--packing-group", "chat=32"])
+    assert short.exit_code == 2 and "--packing-group books=BUFFER" in short.output

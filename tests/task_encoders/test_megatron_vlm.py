@@ -4,10 +4,11 @@ images and a video, encoded by ConversationPackingTaskEncoder with the Qwen2-VL 
 built offline) against the padded/alone reference: each document's THD mRoPE rows equal its
 positions computed alone, pixels and grids follow pack order, cu_seqlens match, and the parts of
 megatron-core that run on CPU take the batch (PackedSeqParams, THD RoPE's CP slicing,
-MultimodalRotaryEmbedding). Other VLM families are refused by name."""
+MultimodalRotaryEmbedding). Families that declare no Megatron layout are refused by name."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from vlm_models import FAMILIES, INTERNVL_TOKENS, TOKENS_PER_SECOND, internvl_pr
 
 from energon_pack.attention import cp_partition_indices, mrope_position_ids
 from energon_pack.samples import (
+    MediaFamily,
     MegatronVLMBatch,
     attention_flops,
     bridge_vlm_batch,
@@ -84,6 +86,7 @@ def test_thd_batch_equals_each_document_alone(family: str, vlm_tokenizer_dir, vl
     from megatron.core.packed_seq_params import PackedSeqParams
 
     _, docs, batch = _build(family, vlm_tokenizer_dir)
+    assert batch.family == MediaFamily("qwen2-vl", "mrope_patch_rows")  # what the family declares
     mb = megatron_batch(batch)
     assert isinstance(mb, MegatronVLMBatch)
     assert isinstance(mb.packed_seq_params, PackedSeqParams)
@@ -174,7 +177,12 @@ def test_megatron_cores_multimodal_rope_takes_the_rows(vlm_tokenizer_dir) -> Non
         torch.testing.assert_close(emb[start : start + doc.length], alone, rtol=0, atol=0)
 
 
-def test_other_families_are_refused_by_name(tmp_path: Path, tokenizer_dir: Path) -> None:
+def test_families_without_a_megatron_layout_are_refused_by_name(
+    tmp_path: Path, tokenizer_dir: Path
+) -> None:
+    """InternVL declares no Megatron layout: its batch is refused naming the family and the
+    layouts built; the same batch without its family (documents built by hand) is refused by
+    what the layout cannot carry (its tiles); packs of two families never share a batch."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
@@ -184,8 +192,17 @@ def test_other_families_are_refused_by_name(tmp_path: Path, tokenizer_dir: Path)
     sample = chat_sample("one", ["<image> is it", "a seed"], images=[png(56, 56, 1)])
     docs = [enc.materialize(d) for d in enc.encode_sample(sample)]
     batch = collate_packs([pack_documents(docs, **enc.pack_options())])
-    with pytest.raises(ValueError, match="InternVL.*only Qwen2-VL, Qwen2.5-VL and Qwen3-VL"):
+    assert batch.family == MediaFamily("internvl", None)
+    declared = "internvl family, which declares no Megatron layout.*'mrope_patch_rows' .*hf_kwargs"
+    with pytest.raises(ValueError, match=declared):
         megatron_batch(batch)
+    by_hand = dataclasses.replace(batch, family=None)
+    with pytest.raises(ValueError, match=r"pixel_values of shape \(\d+, 3, \d+, \d+\), not patch"):
+        megatron_batch(by_hand)
+    pack = pack_documents(docs, **enc.pack_options())
+    mixed = dataclasses.replace(pack, family=MediaFamily("qwen2-vl", "mrope_patch_rows"))
+    with pytest.raises(ValueError, match="packs of one batch come from different VLM families"):
+        collate_packs([pack, mixed])
 
 
 def test_qwen_batch_without_mrope_is_refused(vlm_tokenizer_dir) -> None:

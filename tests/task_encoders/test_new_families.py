@@ -76,14 +76,22 @@ def packed(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Any
 
 
 @pytest.mark.parametrize(
-    "name, shown",
-    [("ernie-4.5-vl", "Ernie-4.5-VL"), ("hunyuan-vl", "HunYuan-VL"), ("paddleocr-vl", "Paddle")],
+    "name, dropped",
+    [
+        ("ernie-4.5-vl", "moe_mm_token_type_ids"),
+        ("hunyuan-vl", "4-row mRoPE positions"),
+        ("paddleocr-vl", "not patch rows"),
+    ],
 )
-def test_megatron_batch_refuses_layouts_it_would_lose(packed: Any, name: str, shown: str) -> None:
-    """Megatron's VLM layout is Qwen-VL's: the layouts it would lose are refused by name."""
+def test_megatron_batch_refuses_layouts_it_would_lose(packed: Any, name: str, dropped: str) -> None:
+    """These families declare no Megatron layout: their batches are refused naming the family;
+    built by hand (no family), by what Megatron's VLM layout would drop."""
     _, pack, _ = packed(name)
-    with pytest.raises(ValueError, match=f"megatron_batch.*{shown}"):
-        megatron_batch(collate_packs([pack]))
+    batch = collate_packs([pack])
+    with pytest.raises(ValueError, match=f"megatron_batch.*the {name} family, which declares no"):
+        megatron_batch(batch)
+    with pytest.raises(ValueError, match=f"megatron_batch.*{dropped}.*no Megatron VLM layout"):
+        megatron_batch(dataclasses.replace(batch, family=None))
 
 
 def test_hunyuan_four_axis_model_reads_all_four_rows(packed: Any) -> None:
@@ -118,7 +126,9 @@ def test_ernie_routing_is_never_left_out(packed: Any) -> None:
     model = tiny_model("ernie-4.5-vl", processor.tokenizer)
     batch = collate_packs([pack])
     bare = dataclasses.replace(batch, moe_mm_token_type_ids=None)
-    with pytest.raises(ValueError, match="reads moe_mm_token_type_ids.*this batch has none"):
+    reader = type(model.model).__name__  # the base model, whose forward reads them
+    missing = f"^{reader} reads moe_mm_token_type_ids .*this batch has none.*own processor"
+    with pytest.raises(ValueError, match=missing + ".*pass moe_mm_token_type_ids=... to hf_kwarg"):
         bare.hf_kwargs("sdpa", config=model)
     kwargs = batch.hf_kwargs("sdpa", config=None)  # unchecked: the inputs as given
     kwargs.pop("moe_mm_token_type_ids")
@@ -127,8 +137,12 @@ def test_ernie_routing_is_never_left_out(packed: Any) -> None:
         text_experts = model(**kwargs).logits
     assert (routed - text_experts).abs().max() > 1e-3
     other = tiny_model("glm-4v", processor.tokenizer)
-    with pytest.raises(ValueError, match="carries moe_mm_token_type_ids.*takes none"):
+    # the message is the report's: the input and the class that does not read it, no family
+    with pytest.raises(ValueError, match="carries moe_mm_token_type_ids") as refused:
         batch.hf_kwargs("sdpa", config=other)
+    message = str(refused.value)
+    assert f"{type(other.model).__name__} does not read moe_mm_token_type_ids" in message
+    assert "Ernie" not in message and "own processor" in message
 
 
 def test_llava_next_documents_keep_the_bos_of_a_llama_tokenizer(tmp_path: Path) -> None:

@@ -26,6 +26,8 @@ class ErniePatchGrids(PatchGrids):
     """Ernie-4.5-VL-MoE processors (``Ernie4_5_VLMoeProcessor``, its image processor)."""
 
     name: ClassVar[str] = "ernie-4.5-vl"
+    #: No Megatron layout: its experts read moe_mm_token_type_ids.
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("Ernie4_5_VLMoeProcessor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "Ernie4_5_VLMoeImageProcessor",

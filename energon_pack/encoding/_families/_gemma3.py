@@ -21,6 +21,8 @@ class Images(StackedItems):
     """Gemma 3 images (see the module docstring)."""
 
     name: ClassVar[str] = "gemma3"
+    #: No Megatron layout: its image tokens attend both ways.
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("Gemma3Processor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "Gemma3ImageProcessor",

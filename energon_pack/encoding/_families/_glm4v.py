@@ -26,6 +26,8 @@ class Glm4vPatchGrids(PatchGrids):
     """GLM-4.1V / GLM-4.5V processors (``Glm4vProcessor``, ``Glm4vImageProcessor``)."""
 
     name: ClassVar[str] = "glm-4v"
+    #: No Megatron layout checked against GLM's models (own tokens, rope index).
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("Glm4vProcessor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "Glm4vImageProcessor",
@@ -65,6 +67,8 @@ class Glm46vPatchGrids(Glm4vPatchGrids):
     """GLM-4.6V processors (``Glm46VProcessor``, ``Glm46VImageProcessor``): GLM-4.1V's layout."""
 
     name: ClassVar[str] = "glm-4.6v"
+    #: No Megatron layout checked against GLM's models (own tokens, rope index).
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("Glm46VProcessor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "Glm46VImageProcessor",

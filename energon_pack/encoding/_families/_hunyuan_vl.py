@@ -29,6 +29,8 @@ class RowNewlineGrids(PatchGrids):
     """HunYuan-VL processors (``HunYuanVLProcessor``, ``HunYuanVLImageProcessor``)."""
 
     name: ClassVar[str] = "hunyuan-vl"
+    #: No Megatron layout: its positions are 4-row XD-RoPE.
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("HunYuanVLProcessor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "HunYuanVLImageProcessor",

@@ -22,6 +22,8 @@ class SplitTiles(StackedItems):
     """Idefics3 split tiles (see the module docstring)."""
 
     name: ClassVar[str] = "idefics3"
+    #: No Megatron layout: its pixels are split tiles.
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("Idefics3Processor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "Idefics3ImageProcessor",
@@ -68,6 +70,8 @@ class SmolVLMTiles(SplitTiles):
     """SmolVLM: Idefics3's layout through its own processor and image processor."""
 
     name: ClassVar[str] = "smolvlm"
+    #: No Megatron layout: its pixels are split tiles.
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("SmolVLMProcessor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "SmolVLMImageProcessor",

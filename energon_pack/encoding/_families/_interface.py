@@ -87,6 +87,12 @@ class VisionFamily(Protocol):
     image_sizes: ClassVar[bool]
     #: A document's images are laid out together (the model reads ``batch_num_images``).
     per_document: ClassVar[bool]
+    #: The Megatron VLM micro-batch layout its batches take (a key of
+    #: ``samples.MEGATRON_VLM_LAYOUTS``: ``"mrope_patch_rows"``), or None: ``megatron_batch``
+    #: refuses its batches naming it. Declared by every family in its own class body (never
+    #: inherited: a family built on another's pixels may not fit its Megatron layout); its
+    #: documents carry it (``MediaFamily``).
+    megatron_layout: ClassVar[str | None]
 
     #: The transformers image processor this family runs.
     image_processor: Any

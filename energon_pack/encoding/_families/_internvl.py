@@ -22,6 +22,8 @@ class Tiles(StackedItems):
     ``(tiles, 1, 1)``."""
 
     name: ClassVar[str] = "internvl"
+    #: No Megatron layout: its pixels are whole tiles, 1-D positions.
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("InternVLProcessor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "GotOcr2ImageProcessor",

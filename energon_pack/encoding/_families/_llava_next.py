@@ -24,6 +24,8 @@ class Anyres(StackedItems):
     """LLaVA-NeXT (see the module docstring)."""
 
     name: ClassVar[str] = "llava-next"
+    #: No Megatron layout: anyres patches with image_sizes.
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("LlavaNextProcessor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "LlavaNextImageProcessor",
@@ -98,6 +100,8 @@ class AnyresDocuments(Anyres):
     """LLaVA-OneVision (see the module docstring)."""
 
     name: ClassVar[str] = "llava-onevision"
+    #: No Megatron layout: anyres patches with image_sizes.
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("LlavaOnevisionProcessor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "LlavaOnevisionImageProcessor",

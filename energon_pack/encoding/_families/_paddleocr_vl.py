@@ -22,6 +22,8 @@ class WholePatchGrids(PatchGrids):
     """PaddleOCR-VL processors (``PaddleOCRVLProcessor``, ``PaddleOCRVLImageProcessor``)."""
 
     name: ClassVar[str] = "paddleocr-vl"
+    #: No Megatron layout: its pixels are whole patches.
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("PaddleOCRVLProcessor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "PaddleOCRVLImageProcessor",

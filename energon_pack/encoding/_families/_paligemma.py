@@ -21,6 +21,8 @@ class PrefixImages(StackedItems):
     """PaliGemma's prefix-LM documents (see the module docstring)."""
 
     name: ClassVar[str] = "paligemma"
+    #: No Megatron layout: its prefix attends both ways.
+    megatron_layout: ClassVar[str | None] = None
     processors: ClassVar[tuple[str, ...]] = ("PaliGemmaProcessor",)
     image_processors: ClassVar[tuple[str, ...]] = (
         "SiglipImageProcessor",

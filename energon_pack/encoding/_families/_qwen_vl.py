@@ -23,6 +23,8 @@ class PatchGrids:
     """Qwen2-VL-style processors: patch rows, ``(t, h, w)`` grids, ``smart_resize`` sizes."""
 
     name: ClassVar[str] = "qwen2-vl"
+    #: Megatron's VLM micro-batch is its layout: patch rows, grids, 3-row mRoPE.
+    megatron_layout: ClassVar[str | None] = "mrope_patch_rows"
     processors: ClassVar[tuple[str, ...]] = (
         "Qwen2VLProcessor",
         "Qwen2_5_VLProcessor",

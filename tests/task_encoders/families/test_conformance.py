@@ -10,13 +10,14 @@ the answers and 1-D positions restarting per document; on the conversations (a p
 the family gives each document's logits alone within 1e-5 (fp32, all packs in one batch) and
 light buffers give the stock packs bit for bit; the tokens planned from image headers are the
 processor's; an over-long cut never splits an image; a captioning sample is the one-image
-conversation. A family adds one entry to ``family_cases.CASES``."""
+conversation; ``megatron_batch`` takes the layout the family declares or refuses it by name. A family adds one entry to ``family_cases.CASES``."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,13 @@ from vlm_models import typed, typed_template
 
 from energon_pack.encoding import vision_family
 from energon_pack.encoding._families import FAMILIES
-from energon_pack.samples import collate_packs
+from energon_pack.samples import (
+    MEGATRON_VLM_LAYOUTS,
+    MediaFamily,
+    MegatronVLMBatch,
+    collate_packs,
+    megatron_batch,
+)
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, VQAPackingTaskEncoder
 from energon_pack.testing import assert_same_item
 from energon_pack.training import make_loader
@@ -185,6 +192,28 @@ def test_documents_equal_the_processor_and_logits_each_alone(family: Any, runs: 
         assert sorted(seen) == sorted(ref), task
         assert max(len(p.sample_keys) for p in packs) > 1  # documents really share packs
     print(f"{name}: max |packed - alone| logit difference {worst:.2e}")
+
+
+def test_megatron_batch_takes_the_layout_the_family_declares(family: Any, runs: Any) -> None:
+    """Each family declares ``megatron_layout`` in its own class body (a family built on
+    another's pixels inherits no Megatron support), its packs carry the declaration, and
+    ``megatron_batch`` builds that layout's micro-batch or refuses the batch naming the family
+    (a family whose model attends both ways: naming its ``token_type_ids``)."""
+    name, case, _, _ = family
+    cls = next(f for f in FAMILIES if f.name == name)
+    assert "megatron_layout" in vars(cls), f"{cls.__name__} must declare megatron_layout"
+    assert cls.megatron_layout is None or cls.megatron_layout in MEGATRON_VLM_LAYOUTS
+    batch = collate_packs(runs[case.tasks[-1]][1])
+    assert batch.family == MediaFamily(name, cls.megatron_layout)
+    if cls.megatron_layout is not None:
+        mb = megatron_batch(batch)
+        assert isinstance(mb, MegatronVLMBatch)
+        assert mb.position_ids.shape == (3, 1, batch.tokens.numel())
+        assert torch.equal(mb.image_grid_thw, batch.image_grid_thw)
+        return
+    why = "token_type_ids" if cls.token_types else f"{name} family, which declares no Megatron"
+    with pytest.raises(ValueError, match=rf"^megatron_batch\(\): .*{re.escape(why)}"):
+        megatron_batch(batch)
 
 
 def test_planned_tokens_are_the_processors(family: Any) -> None:

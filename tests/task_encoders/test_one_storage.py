@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A batch a loader worker sends has its small tensors in one shared-memory storage
+(``energon_pack.energon._one_storage``), with every value, dtype and shape unchanged."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from megatron.energon import TextSample
+
+import energon_pack.energon._one_storage as one
+from energon_pack.samples import collate_packs, pack_documents
+from energon_pack.task_encoders import CaptioningPackingTaskEncoder, LLMPackingTaskEncoder
+
+
+def _tensors(obj, out=None):
+    """Every tensor of ``obj``'s dataclass fields (nested ones too), by field path."""
+    out = {} if out is None else out
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, torch.Tensor):
+            out[f"{type(obj).__name__}.{f.name}"] = value
+        elif dataclasses.is_dataclass(value):
+            _tensors(value, out)
+    return out
+
+
+def _text_batch(tokenizer, corpus):
+    enc = LLMPackingTaskEncoder(tokenizer, pack_size=64, overlong="truncate")
+    docs = [
+        d
+        for i, text in enumerate(corpus[:9])
+        for d in enc.encode_sample(TextSample(__key__=f"d{i}", __restore_key__=(), text=text))
+    ]
+    packs = [pack_documents(docs[i : i + 3]) for i in range(0, 9, 3)]
+    return collate_packs(packs, pad_to=3 * 64)
+
+
+def test_small_tensors_share_one_storage_values_unchanged(tokenizer, corpus) -> None:
+    batch = _text_batch(tokenizer, corpus)
+    before = {k: v.clone() for k, v in _tensors(batch).items()}
+    assert len({t.untyped_storage().data_ptr() for t in _tensors(batch).values()}) > 2
+    moved = one.one_storage(batch)
+    assert moved is batch
+    after = _tensors(batch)
+    assert after.keys() == before.keys()
+    for name, value in before.items():
+        assert after[name].dtype == value.dtype and after[name].shape == value.shape, name
+        assert torch.equal(after[name], value), name
+    assert len({t.untyped_storage().data_ptr() for t in after.values()}) == 1
+    assert after["PackedTextBatch.tokens"].untyped_storage().is_shared()
+    # the read-only views of the metadata follow it
+    assert torch.equal(batch.position_ids, before["DocumentMetadata.position_ids"])
+
+
+def test_large_tensors_and_shared_fields_keep_their_identity(
+    tokenizer_dir, image_processor, monkeypatch
+) -> None:
+    from megatron.energon import CaptioningSample
+
+    from energon_pack_tools import random_png_bytes
+
+    enc = CaptioningPackingTaskEncoder(
+        tokenizer_dir, image_processor, pack_size=512, mrope=True, light_media=False
+    )
+    samples = [
+        CaptioningSample(
+            __key__=f"c{i}",
+            __restore_key__=(),
+            image=random_png_bytes(64, 48 + 8 * i),
+            caption="a seed",
+        )
+        for i in range(3)
+    ]
+    docs = [d for s in samples for d in enc.encode_sample(s)]
+    pack = pack_documents(docs, **enc.pack_options())
+    batch = collate_packs([pack, copy.deepcopy(pack)], pad_to=512)
+    pixels = batch.pixel_values
+    monkeypatch.setattr(one, "SMALL", pixels.numel() * pixels.element_size() - 1)
+    batch.labels = batch.tokens  # one tensor in two fields stays one tensor
+    before = {k: v.clone() for k, v in _tensors(batch).items()}
+    one.one_storage(batch)
+    assert batch.pixel_values is pixels  # over SMALL: sent on its own
+    assert batch.labels is batch.tokens
+    for name, value in before.items():
+        assert torch.equal(_tensors(batch)[name], value), name
+    nonempty = {k: t for k, t in _tensors(batch).items() if t.numel()}
+    storages = {k: t.untyped_storage().data_ptr() for k, t in nonempty.items()}
+    assert len(set(storages.values())) == 2, storages  # the pixels', and the rest's
+
+
+@pytest.mark.parametrize("value", [None, 3, "x", [torch.zeros(2)]])
+def test_items_without_two_small_tensors_pass_unchanged(value) -> None:
+    assert one.one_storage(value) is value
+
+
+def test_a_worker_sends_one_storage_and_restore_sample_reproduces(text_dataset, tokenizer_dir):
+    """Through a real 2-worker loader (in a subprocess: a dropped worker loader stalls the next
+    ``gc.collect``): each received batch has one storage for its small tensors, and each equals
+    ``restore_sample`` of its key, which rebuilds it in the main process without the move."""
+    script = textwrap.dedent(
+        f"""
+        import json, functools
+        from energon_pack.task_encoders import LLMPackingTaskEncoder
+        from energon_pack.testing import assert_restore_sample_reproduces
+        from energon_pack.training import make_loader
+        enc = LLMPackingTaskEncoder({str(tokenizer_dir)!r}, pack_size=32, overlong="split")
+        mk = functools.partial(make_loader, {str(text_dataset.path)!r}, enc, num_workers=2,
+                               packing_buffer_size=6, batch_size=2)
+        batches = list(mk())
+        storages = [len({{t.untyped_storage().data_ptr() for t in (b.tokens, b.labels,
+                     b.metadata.position_ids, b.metadata.seq_idx, b.metadata.cu_seqlens)}})
+                    for b in batches]
+        assert_restore_sample_reproduces(mk, batches, order_seed=1)
+        print(json.dumps({{"storages": storages, "workers": sorted({{b.__restore_key__[1] for b in batches}})}}))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["workers"] == [0, 1]
+    assert result["storages"] and set(result["storages"]) == {1}

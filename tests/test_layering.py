@@ -120,9 +120,19 @@ def test_algorithms_import_neither_torch_nor_megatron() -> None:
 
 
 def test_attention_does_not_import_megatron() -> None:
-    mods = _modules_after_import("energon_pack.attention")
-    assert "torch" in mods
-    assert not _imported(mods, "megatron")
+    """Importing ``attention`` imports no megatron; building ``PackedSeqParams`` then imports
+    megatron-core where it is installed, never megatron.energon (one subprocess for both)."""
+    code = (
+        "import sys, energon_pack.attention as m; print(' '.join(sys.modules)); "
+        "m.packed_seq_params(m.document_metadata([[2]])); print(' '.join(sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    imported, called = (set(line.split()) for line in out.stdout.splitlines()[-2:])
+    assert "torch" in imported and "energon_pack.attention" in called
+    assert not _imported(imported, "megatron")
+    assert not _imported(called, "megatron.energon")
 
 
 @pytest.mark.parametrize("module", ["energon_pack", "energon_pack_tools.cli"])

@@ -155,6 +155,8 @@ def _cap(data: dict[str, Any], vocab: int) -> dict[str, Any]:
     for name, value in data.items():
         if isinstance(value, int) and not isinstance(value, bool) and name in _CAPS:
             data[name] = min(value, _CAPS[name])
+        elif name in _CAPS and isinstance(value, list) and all(type(v) is int for v in value):
+            data[name] = [min(v, _CAPS[name]) for v in value]  # per layer (Gemma 3n's MLPs)
         if name.endswith("_token_id") and isinstance(value, int):  # ids past the small
             data[name] = min(value, min(vocab, 256) - 1)  # vocabulary: its last id
         elif name.endswith("_token_id") and isinstance(value, list):

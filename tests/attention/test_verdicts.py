@@ -96,6 +96,14 @@ def test_the_copy_keeps_every_layer() -> None:
     assert _experiment.tiny_config(config, all_layers=False).num_hidden_layers == 11
 
 
+def test_the_copy_caps_sizes_given_per_layer() -> None:
+    """Gemma 3n's MLP widths are a per-layer list (16384 each): capped like a single size."""
+    config = transformers.Gemma3nTextConfig()
+    tiny = _experiment.tiny_config(config, pack_size=4096)
+    assert config.intermediate_size[0] == 16384
+    assert tiny.intermediate_size == [128] * tiny.num_hidden_layers
+
+
 def _qwen2_vl_7b_text() -> dict:
     """The released Qwen2-VL / Qwen2.5-VL 7B text config (a fresh dict per use)."""
     return dict(

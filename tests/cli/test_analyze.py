@@ -36,8 +36,11 @@ def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
     # One token per word, plus BOS and EOS: lengths 5, 3, 5, 3.
     ds = _dataset(tmp_path, ["the the the", "a", "of of of", "to"], "four")
     common = [str(ds), "--tokenizer", str(tokenizer_dir), "--pack-size", "8"]
-    # Buffer 4: first-fit-decreasing pairs 5 with 3 twice -> 2 full packs.
-    out = _analyze(*common, "--buffer-size", "4")
+    # Buffer 4: first-fit-decreasing pairs 5 with 3 twice -> 2 full packs. --lengths-out: one
+    # length per document (text: no media columns), in reading order.
+    lengths_file = tmp_path / "four.lengths"
+    out = _analyze(*common, "--buffer-size", "4", "--lengths-out", str(lengths_file))
+    assert lengths_file.read_text() == "5\n3\n5\n3\n"
     assert (out["packs"], out["tokens"], out["fill"]) == (2, 16, 1.0)
     assert (out["samples_in"], out["samples_out"], out["documents_per_pack"]) == (4, 4, 2.0)
     # Plain text trains on every token but each document's last: 16 - 4 = 12.
@@ -64,10 +67,6 @@ def test_hand_worked_packs(tmp_path: Path, tokenizer_dir: Path) -> None:
     # A limit past the end of the dataset reads everything.
     out = _analyze(*common, "--buffer-size", "4", "--limit", "99")
     assert (out["packs"], out["samples_in"]) == (2, 4)
-    # --lengths-out: one length per document (text: no media columns), in reading order.
-    lengths_file = tmp_path / "four.lengths"
-    _analyze(*common, "--buffer-size", "4", "--lengths-out", str(lengths_file))
-    assert lengths_file.read_text() == "5\n3\n5\n3\n"
     # --plot on 4 documents: no degenerate PNG, the report says why (exit 0, figures printed).
     png = tmp_path / "four.png"
     res = CliRunner().invoke(command, [*common, "--buffer-size", "4", "--plot", str(png)])

@@ -50,7 +50,8 @@ def test_analyze_shows_both_blends_shares(tmp_path: Path, tokenizer_dir: Path) -
     for run in ("samples", "size"):
         for counter in ("tokens", "documents", "loss_tokens"):
             assert abs(chat[f"{run}_{counter}"] + books[f"{run}_{counter}"] - 1) < 1e-9
-    text = CliRunner().invoke(command, [*args, "--no-progress"])
+    # the table as text (its layout, not its shares: a shorter run)
+    text = CliRunner().invoke(command, [*args, "--no-progress", "--blend-tokens", "2000"])
     assert text.exit_code == 0, text.output
     assert "| samples: tokens" in text.stdout and "| tokens:  tokens" in text.stdout
     assert text.stdout.splitlines()[2].startswith("chat")
@@ -100,12 +101,14 @@ def test_analyze_a_blend_of_packing_groups_under_their_policies(
         assert policies["books"][f"{run}_packs"] == policies["books"][f"{run}_documents"] > 0
         assert policies["chat"][f"{run}_documents"] > 5 * policies["chat"][f"{run}_packs"] > 0
         assert sum(p[f"{run}_tokens"] for p in policies.values()) >= 12000
-    # without a policy: one buffer, as a loader with no packing_groups would, and a note
-    one = CliRunner().invoke(command, [*args, "--json"])
+    # without a policy: one buffer, as a loader with no packing_groups would, and a note; then
+    # the table as text (its layout, not its shares: shorter runs)
+    short = ["--blend-tokens", "2000"]
+    one = CliRunner().invoke(command, [*args, *short, "--json"])
     assert one.exit_code == 0, one.output
     assert json.loads(one.stdout)["packing_groups"] == {}
     assert "packed in one buffer" in one.stderr
-    text = CliRunner().invoke(command, [*args, *groups, "--no-progress"])
+    text = CliRunner().invoke(command, [*args, *groups, *short, "--no-progress"])
     assert text.exit_code == 0, text.output
     lines = text.stdout.splitlines()
     assert lines[2].startswith("chat (chat)") and lines[4].startswith("group chat")

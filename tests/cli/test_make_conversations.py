@@ -189,9 +189,13 @@ def test_media_paths_outside_the_media_root_are_refused(tmp_path: Path) -> None:
     src = tmp_path / "llava.jsonl"
     out = tmp_path / "out"
 
-    def run(image: str, *options: str, key: str = "image") -> Any:
-        record = {"id": "r", key: image, "conversations": _turns("q")}
-        src.write_text(json.dumps(LLAVA_RECORDS[0]) + "\n" + json.dumps(record) + "\n")
+    def run(*images: str, options: tuple[str, ...] = (), key: str = "image") -> Any:
+        """A text record, then one record per image (ids r, r1, r2, ...)."""
+        records = [
+            {"id": f"r{i or ''}", key: image, "conversations": _turns("q")}
+            for i, image in enumerate(images)
+        ]
+        src.write_text("".join(json.dumps(r) + "\n" for r in [LLAVA_RECORDS[0], *records]))
         args = [str(out), str(src), "--task", "conversation", "--media-root", str(media)]
         return _run(*args, *options)
 
@@ -215,15 +219,15 @@ def test_media_paths_outside_the_media_root_are_refused(tmp_path: Path) -> None:
     assert f"{where}: frame of video 'frames' {frame} is not an image" in res.output
     assert res.exit_code == 1 and not out.exists()
 
-    for name, options in [
-        ("linked.png", ()),
-        ("linked_out.png", ("--allow-absolute-media",)),  # target outside: only when opted in
-        ("linked_dir/b.png", ()),
-        ("sub/./x/../b.png", ()),  # normalised as written: sub/b.png
-        (absolute, ("--allow-absolute-media",)),
+    # accepted, each record its own image (one dataset per option set)
+    for names, options in [
+        # sub/./x/../b.png: normalised as written (sub/b.png)
+        (["linked.png", "linked_dir/b.png", "sub/./x/../b.png"], ()),
+        # a symlink whose target is outside, and an absolute path: only when opted in
+        (["linked_out.png", absolute], ("--allow-absolute-media",)),
     ]:
         shutil.rmtree(out, ignore_errors=True)
-        res = run(name, *options)
-        assert res.exit_code == 0, (name, res.output)
-        expected = files["sub/b.png"] if "b.png" in name else files["a.png"]
-        assert read_back(out, CookOnly())[1].images == [expected]
+        res = run(*names, options=options)
+        assert res.exit_code == 0, (names, res.output)
+        expected = [[files["sub/b.png"] if "b.png" in n else files["a.png"]] for n in names]
+        assert [s.images for s in read_back(out, CookOnly())[1:]] == expected

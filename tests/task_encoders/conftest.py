@@ -91,3 +91,23 @@ def conversation_dataset(tmp_path_factory: pytest.TempPathFactory) -> Any:
     )
     keys = [sample_key(i) for i in range(len(records))]
     return path, keys, dict(zip(keys, records))
+
+
+@pytest.fixture(scope="session")
+def short_long_blend(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``make_short_long_blend``'s 1:1 blend of ``short`` (400 documents of 4..64 tokens) and
+    ``long`` (100 of 300..1500), its datasets beside it."""
+    from energon_pack_tools import make_short_long_blend
+
+    return make_short_long_blend(tmp_path_factory.mktemp("blend"))
+
+
+@pytest.fixture(scope="session")
+def grouped_blend(short_long_blend: Path) -> Path:
+    """The same 1:1 blend with ``short`` in packing group ``chat`` and ``long`` in ``docs``."""
+    from energon_pack_tools import make_blend_metadataset
+
+    datasets = [(short_long_blend.parent / n, 1.0) for n in ("short", "long")]
+    return make_blend_metadataset(
+        short_long_blend.parent / "grouped.yaml", datasets, ["chat", "docs"]
+    )

@@ -19,27 +19,13 @@ import torch
 from PIL import Image
 from vlm_helpers import chat_sample, png
 from vlm_models import typed, typed_template
-from vlm_mrope_models import (
-    ERNIE_TOKENS,
-    HUNYUAN_TOKENS,
-    ernie_processor,
-    hunyuan_processor,
-    paddleocr_processor,
-    tiny_ernie,
-    tiny_glm4v,
-    tiny_hunyuan,
-)
+from vlm_mrope_models import named_tokenizer, tiny_model
+from vlm_mrope_models import processor as mrope_processor
 
 from energon_pack.encoding import vision_family
 from energon_pack.samples import collate_packs, megatron_batch, pack_documents
 from energon_pack.task_encoders import ConversationPackingTaskEncoder
 
-#: Per family: (named tokens its tokenizer gets, processor builder).
-FAMILIES: dict[str, tuple[dict[str, str], Any]] = {
-    "ernie-4.5-vl": (ERNIE_TOKENS, ernie_processor),
-    "hunyuan-vl": (HUNYUAN_TOKENS, hunyuan_processor),
-    "paddleocr-vl": (ERNIE_TOKENS, paddleocr_processor),
-}
 #: Conversations (turns, image sizes): one image, two in a later turn, none.
 CONVERSATIONS = [
     (["<image> what is it", "a seed"], [(40, 70)]),
@@ -53,18 +39,13 @@ def packed(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Any
     """``packed(name)``: ``(processor, pack, the processor's own documents)`` of
     :data:`CONVERSATIONS` packed with the family's processor (its template writes
     start, image, end for each image item, as the published ones)."""
-    from transformers import AutoTokenizer
-
     cache: dict[str, Any] = {}
 
     def get(name: str) -> Any:
         if name in cache:
             return cache[name]
-        named, make_processor = FAMILIES[name]
-        path = tmp_path_factory.mktemp(name)
-        tok = AutoTokenizer.from_pretrained(tokenizer_dir, extra_special_tokens=named)
-        tok.save_pretrained(path)
-        processor = make_processor(path)
+        path = named_tokenizer(name, tokenizer_dir, tmp_path_factory.mktemp(name))
+        processor = mrope_processor(name, path)
         tokens = vision_family(processor).default_tokens
         media = tokens["vision_start_token"] + tokens["image_token"] + tokens["vision_end_token"]
         processor.chat_template = typed_template(f"'{media}'")
@@ -118,7 +99,7 @@ def test_hunyuan_four_axis_model_reads_all_four_rows(packed: Any) -> None:
     own ``get_rope_index``'s and its logits alone within 1e-5; a batch of them is refused a
     call without the model's config."""
     processor, pack, wants = packed("hunyuan-vl")
-    four = tiny_hunyuan(processor.tokenizer, axes=4)
+    four = tiny_model("hunyuan-vl", processor.tokenizer, mrope_section=[2, 2, 2, 2])
     batch = collate_packs([pack], pad_to=pack.length + 3)
     with torch.no_grad():
         logits = four(**batch.hf_kwargs("sdpa", config=four, with_labels=False)).logits[0]
@@ -142,7 +123,7 @@ def test_ernie_routing_is_never_left_out(packed: Any) -> None:
     """Ernie's experts' routing matters: a batch without ``moe_mm_token_type_ids`` is refused
     for its model (the logits without them differ), and a batch with them for another model."""
     processor, pack, _ = packed("ernie-4.5-vl")
-    model = tiny_ernie(processor.tokenizer)
+    model = tiny_model("ernie-4.5-vl", processor.tokenizer)
     batch = collate_packs([pack])
     bare = dataclasses.replace(batch, moe_mm_token_type_ids=None)
     reader = type(model.model).__name__  # the base model, whose forward reads them
@@ -155,7 +136,7 @@ def test_ernie_routing_is_never_left_out(packed: Any) -> None:
         routed = model(**batch.hf_kwargs("sdpa", config=model)).logits
         text_experts = model(**kwargs).logits
     assert (routed - text_experts).abs().max() > 1e-3
-    other = tiny_glm4v(processor.tokenizer)
+    other = tiny_model("glm-4v", processor.tokenizer)
     # the message is the report's: the input and the class that does not read it, no family
     with pytest.raises(ValueError, match="carries moe_mm_token_type_ids") as refused:
         batch.hf_kwargs("sdpa", config=other)

@@ -7,11 +7,11 @@ group is refused by name. The 2-worker and 2-rank checks are in test_size_blend.
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
 import pytest
+from blend_helpers import PACK, blend_encoder, blend_loader, take
 from megatron.energon.errors import FatalSampleError
 
 from energon_pack.energon import ResumeConfigError
@@ -19,15 +19,10 @@ from energon_pack.samples import EncodedSample, PackingCounts
 from energon_pack.task_encoders import ConversationPackingTaskEncoder, PackingPolicy
 from energon_pack.testing import assert_restore_sample_reproduces, assert_same_item
 from energon_pack.training import make_loader
-from energon_pack_tools import (
-    LengthTextEncoder,
-    make_blend_metadataset,
-    make_short_long_blend,
-)
+from energon_pack_tools import LengthTextEncoder, make_blend_metadataset
 
 pytestmark = pytest.mark.filterwarnings("ignore::energon_pack.encoding.SmallPackingBufferWarning")
 
-PACK = 2048
 #: ``short`` (4..64 tokens) in a buffer of 64 by first-fit; ``long`` (300..1500) in a buffer
 #: of 4, at most 2 documents per pack.
 POLICIES = {
@@ -36,32 +31,19 @@ POLICIES = {
 }
 
 
-@pytest.fixture(scope="module")
-def blend(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The 1:1 short/long blend with ``short`` in group ``chat`` and ``long`` in ``docs``."""
-    return make_short_long_blend(tmp_path_factory.mktemp("groups"), groups=("chat", "docs"))
-
-
-def _encoder(policies: Any = POLICIES, size: Any = "tokens", **config: Any) -> Any:
-    encoder = LengthTextEncoder(pack_size=PACK, overlong="split", **config)
-    encoder.blend_size = size
-    encoder.packing_groups = policies
-    return encoder
+def _encoder(policies: Any = POLICIES, size: Any = "tokens") -> Any:
+    return blend_encoder(size, policies)
 
 
 def _loader(meta: Path, encoder: Any = None, buffer: int | None = 32) -> Any:
-    encoder = encoder or _encoder()
-    return make_loader(meta, encoder, packing_buffer_size=buffer, repeat=True, seed_offset=1)
+    """:func:`blend_loader`, by default with the groups of :data:`POLICIES`."""
+    return blend_loader(meta, encoder or _encoder(), buffer)
 
 
-def _take(loader: Any, n: int) -> list[Any]:
-    return list(itertools.islice(iter(loader), n))
-
-
-def test_each_group_packs_as_its_dataset_alone_under_its_policy(blend: Path) -> None:
+def test_each_group_packs_as_its_dataset_alone_under_its_policy(grouped_blend: Path) -> None:
     """The packs of each group, in order, are the packs of its dataset loaded alone with the
     group's buffer size and policy; no pack mixes groups."""
-    packs = _take(_loader(blend), 24)
+    packs = take(_loader(grouped_blend), 24)
     by_group: dict[str, list[list[int]]] = {"chat": [], "docs": []}
     for pack in packs:
         (group,) = {"chat" if n <= 64 else "docs" for n in pack.doc_lengths}
@@ -72,62 +54,56 @@ def test_each_group_packs_as_its_dataset_alone_under_its_policy(blend: Path) -> 
         ("chat", "short", {"algorithm": "first_fit"}),
         ("docs", "long", {"max_samples_per_pack": 2}),
     ):
-        encoder = LengthTextEncoder(pack_size=PACK, overlong="split", **config)
-        alone = make_loader(
-            blend.parent / name,
-            encoder,
-            packing_buffer_size=POLICIES[group].buffer_size,
-            repeat=True,
-            seed_offset=1,
-        )
-        expected = [p.doc_lengths for p in _take(alone, len(by_group[group]))]
+        encoder = blend_encoder(None, **config)
+        alone = blend_loader(grouped_blend.parent / name, encoder, POLICIES[group].buffer_size)
+        expected = [p.doc_lengths for p in take(alone, len(by_group[group]))]
         assert by_group[group] == expected, group
 
 
-def test_save_restore_at_any_point_gives_the_uninterrupted_stream(blend: Path) -> None:
+def test_save_restore_at_any_point_gives_the_uninterrupted_stream(grouped_blend: Path) -> None:
     """Saved after 1, 4 and 11 packs (inside the first buffers of both groups, and later),
     restored in a fresh loader: the uninterrupted stream, every field; ``restore_sample``
     rebuilds each pack."""
     n = 12
-    reference = _take(_loader(blend), n)
+    reference = take(_loader(grouped_blend), n)
     for save_after in (1, 4, 11):
-        first = _loader(blend)
+        first = _loader(grouped_blend)
         it = iter(first)
         consumed = [next(it) for _ in range(save_after)]
         state = first.save_state_rank()
-        resumed = _loader(blend)
+        resumed = _loader(grouped_blend)
         resumed.restore_state_rank(state)
-        stream = consumed + _take(resumed, n - save_after)
+        stream = consumed + take(resumed, n - save_after)
         for i, (a, b) in enumerate(zip(reference, stream, strict=True)):
             assert_same_item(a, b, what=f"save after {save_after}: item {i}")
-    assert_restore_sample_reproduces(lambda: _loader(blend), reference[::2])
+    assert_restore_sample_reproduces(lambda: _loader(grouped_blend), reference[::2])
 
 
-def test_a_changed_policy_or_group_is_refused_by_name(blend: Path, tmp_path: Path) -> None:
-    first = _loader(blend)
-    _take(first, 3)
+def test_a_changed_policy_or_group_is_refused_by_name(grouped_blend: Path, tmp_path: Path) -> None:
+    first = _loader(grouped_blend)
+    take(first, 3)
     state = first.save_state_rank()
     bigger = {**POLICIES, "docs": PackingPolicy(buffer_size=8, max_samples_per_pack=2)}
     with pytest.raises(ResumeConfigError, match=r"packing_groups\.docs\.buffer_size: 4 -> 8"):
-        _loader(blend, _encoder(bigger)).restore_state_rank(state)
-    datasets = [(blend.parent / "short", 1.0), (blend.parent / "long", 1.0)]
+        _loader(grouped_blend, _encoder(bigger)).restore_state_rank(state)
+    datasets = [(grouped_blend.parent / "short", 1.0), (grouped_blend.parent / "long", 1.0)]
     moved = make_blend_metadataset(tmp_path / "moved.yaml", datasets, ["docs", "docs"])
     with pytest.raises(ResumeConfigError, match=r"dataset\.0\.subflavors"):
         with pytest.warns(UserWarning, match=r"\['chat'\] name no dataset"):
             _loader(moved).restore_state_rank(state)
 
 
-def test_what_groups_cannot_do_is_refused_with_the_fix(blend: Path, tmp_path: Path) -> None:
+def test_what_groups_cannot_do_is_refused_with_the_fix(grouped_blend: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"packing_group \['docs'\].*add a PackingPolicy"):
-        _loader(blend, _encoder({"chat": POLICIES["chat"]}))
+        _loader(grouped_blend, _encoder({"chat": POLICIES["chat"]}))
     with pytest.raises(ValueError, match="a pack cannot be measured in bytes"):
-        _loader(blend, _encoder(size="bytes"))
-    plain = make_blend_metadataset(tmp_path / "p.yaml", [(blend.parent / "long", 1.0)])
+        _loader(grouped_blend, _encoder(size="bytes"))
+    plain = make_blend_metadataset(tmp_path / "p.yaml", [(grouped_blend.parent / "long", 1.0)])
     with pytest.raises(ValueError, match="packing group None has no buffer size"):
         with pytest.warns(UserWarning, match="name no dataset"):  # no leaf has a group
             _loader(plain, buffer=None)
     with pytest.warns(UserWarning, match=r"packing_groups \['spare'\] name no dataset"):
-        _loader(blend, _encoder({**POLICIES, "spare": PackingPolicy(buffer_size=2)}))
+        _loader(grouped_blend, _encoder({**POLICIES, "spare": PackingPolicy(buffer_size=2)}))
     with pytest.raises(ValueError, match="buffer_size=0 must be an int >= 1"):
         PackingPolicy(buffer_size=0)
     with pytest.raises(ValueError, match="is not registered"):
@@ -147,12 +123,11 @@ class KeylessEncoder(LengthTextEncoder):
         )
 
 
-def test_a_document_that_lost_its_group_stops_the_loader(blend: Path) -> None:
-    encoder = KeylessEncoder(pack_size=PACK, overlong="split")
-    encoder.packing_groups = POLICIES
+def test_a_document_that_lost_its_group_stops_the_loader(grouped_blend: Path) -> None:
+    encoder = blend_encoder(None, POLICIES, KeylessEncoder(pack_size=PACK, overlong="split"))
     # energon re-raises it as a FatalSampleError (a PackingGroupError's base) with its message
     with pytest.raises(FatalSampleError, match="EncodedSample.derive_from"):
-        _take(_loader(blend, encoder), 1)
+        take(_loader(grouped_blend, encoder), 1)
 
 
 def test_media_budgets_per_group(
@@ -170,7 +145,7 @@ def test_media_budgets_per_group(
         "tight": PackingPolicy(buffer_size=6, max_media_per_pack=2, max_media_tokens_per_pack=10),
         "free": PackingPolicy(buffer_size=8),
     }
-    packs = _take(make_loader(meta, encoder, packing_buffer_size=6, repeat=True), 16)
+    packs = take(make_loader(meta, encoder, packing_buffer_size=6, repeat=True), 16)
     load = {"tight": [], "free": []}
     for pack in packs:
         items = len(pack.image_grid_thw) + len(pack.video_grid_thw)
@@ -181,7 +156,7 @@ def test_media_budgets_per_group(
     assert set(encoder.stats.dropped_keys) <= three_images and encoder.stats.dropped_keys
 
 
-def test_validation_packs_each_groups_documents_apart(blend: Path, tmp_path: Path) -> None:
+def test_validation_packs_each_groups_documents_apart(grouped_blend: Path, tmp_path: Path) -> None:
     """A validation blend is packed in the loader's one buffer, each group's documents apart
     under its policy: no pack mixes groups, ``docs`` packs hold at most 2, none is lost."""
     from megatron.energon import WorkerConfig, get_loader, get_val_dataset
@@ -190,7 +165,7 @@ def test_validation_packs_each_groups_documents_apart(blend: Path, tmp_path: Pat
     meta.write_text(
         "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  val:\n    blend:\n"
         + "".join(
-            f"      - path: {blend.parent / name}\n        split_part: train\n"
+            f"      - path: {grouped_blend.parent / name}\n        split_part: train\n"
             f"        subflavors: {{packing_group: {group}}}\n"
             for name, group in (("short", "chat"), ("long", "docs"))
         )
@@ -210,7 +185,7 @@ def test_validation_packs_each_groups_documents_apart(blend: Path, tmp_path: Pat
 
 
 def test_a_group_of_two_datasets_is_blended_inside_and_counted_per_dataset(
-    blend: Path, tmp_path: Path
+    grouped_blend: Path, tmp_path: Path
 ) -> None:
     """Group ``a`` = ``short`` + ``mid`` (blended by tokens inside it), group ``b`` = ``long``
     at weights 1:2:1: ``b`` trains half the tokens (within one pack), and the counts name each
@@ -218,7 +193,11 @@ def test_a_group_of_two_datasets_is_blended_inside_and_counted_per_dataset(
     from energon_pack_tools import make_text_dataset
 
     mid = make_text_dataset(tmp_path / "mid", [str(100 + i % 100) for i in range(200)])
-    datasets = [(blend.parent / "short", 1.0), (blend.parent / "long", 2.0), (mid, 1.0)]
+    datasets = [
+        (grouped_blend.parent / "short", 1.0),
+        (grouped_blend.parent / "long", 2.0),
+        (mid, 1.0),
+    ]
     meta = make_blend_metadataset(tmp_path / "three.yaml", datasets, ["a", "b", "a"])
     policies = {"a": PackingPolicy(buffer_size=64), "b": PackingPolicy(buffer_size=4)}
     packs, tokens = [], [0, 0, 0]  # short (<= 64), long (>= 300), mid (100..199)

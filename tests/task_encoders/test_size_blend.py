@@ -5,17 +5,16 @@ uninterrupted stream, and a changed weight or blend size is refused by name."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
 import pytest
+from blend_helpers import PACK, blend_encoder, blend_loader, take, take_tokens
 from megatron.energon import TextSample
 
 from energon_pack.energon import ResumeConfigError, blend_index
 from energon_pack.samples import PackingCounts
 from energon_pack.testing import assert_restore_sample_reproduces, assert_same_item
-from energon_pack.training import make_loader
 from energon_pack_tools import (
     LengthTextEncoder,
     make_blend_metadataset,
@@ -27,36 +26,13 @@ from energon_pack_tools import (
 #: The short documents need a larger packing buffer to fill packs; these runs measure shares.
 pytestmark = pytest.mark.filterwarnings("ignore::energon_pack.encoding.SmallPackingBufferWarning")
 
-PACK = 2048
 #: Tokens of an epoch-sized run: the long dataset's (100 documents of 300..1500 tokens, ~90k
 #: tokens) once, as many short ones, and a margin.
 EPOCH_TOKENS = 200_000
 
 
-@pytest.fixture(scope="module")
-def blend(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_short_long_blend(tmp_path_factory.mktemp("blend"))
-
-
 def _loader(meta: Path, size: Any = "tokens", encoder: Any = None) -> Any:
-    encoder = encoder or LengthTextEncoder(pack_size=PACK, overlong="split")
-    encoder.blend_size = size
-    return make_loader(meta, encoder, packing_buffer_size=32, repeat=True, seed_offset=1)
-
-
-def _take(loader: Any, n: int) -> list[Any]:
-    return list(itertools.islice(iter(loader), n))
-
-
-def _take_tokens(loader: Any, tokens: int) -> list[Any]:
-    """Packs until they hold ``tokens`` real tokens."""
-    packs, total = [], 0
-    for pack in loader:
-        packs.append(pack)
-        total += sum(pack.doc_lengths)
-        if total >= tokens:
-            return packs
-    raise AssertionError("the loader ended")
+    return blend_loader(meta, blend_encoder(size, encoder=encoder))
 
 
 class CharCountEncoder(LengthTextEncoder):
@@ -66,9 +42,9 @@ class CharCountEncoder(LengthTextEncoder):
         return int(raw_sample.text)
 
 
-def test_a_one_to_one_blend_trains_half_the_tokens_on_each_dataset(blend: Path) -> None:
-    weighted = trained_shares(_take_tokens(_loader(blend), EPOCH_TOKENS))
-    stock = trained_shares(_take_tokens(_loader(blend, None), EPOCH_TOKENS // 4))
+def test_a_one_to_one_blend_trains_half_the_tokens_on_each_dataset(short_long_blend: Path) -> None:
+    weighted = trained_shares(take_tokens(_loader(short_long_blend), EPOCH_TOKENS))
+    stock = trained_shares(take_tokens(_loader(short_long_blend, None), EPOCH_TOKENS // 4))
     # In tokens 1:1 within 1% (of all tokens), although short documents are ~28x more numerous.
     assert abs(weighted.token_share(0) - 0.5) < 0.01, weighted
     assert weighted.document_share(0) > 0.9, weighted
@@ -81,40 +57,42 @@ def test_a_one_to_one_blend_trains_half_the_tokens_on_each_dataset(blend: Path) 
 def test_an_overridden_hook_weighs_unequal_weights_in_its_size(tmp_path: Path) -> None:
     meta = make_short_long_blend(tmp_path, weights=(3.0, 1.0))
     encoder = CharCountEncoder(pack_size=PACK, overlong="split")
-    shares = trained_shares(_take_tokens(_loader(meta, None, encoder), EPOCH_TOKENS // 2))
+    shares = trained_shares(take_tokens(_loader(meta, None, encoder), EPOCH_TOKENS // 2))
     assert abs(shares.token_share(0) - 0.75) < 0.01, shares
 
 
-def test_save_restore_mid_run_gives_the_uninterrupted_stream(blend: Path) -> None:
+def test_save_restore_mid_run_gives_the_uninterrupted_stream(short_long_blend: Path) -> None:
     """Saved at several points (before a pack, in the first buffer, mid-run), restored in a
     fresh loader: the uninterrupted stream (every field, restore keys, counts); each pack is
     rebuilt by ``restore_sample``."""
     n = 16
-    reference = _take(_loader(blend), n)
+    reference = take(_loader(short_long_blend), n)
     for save_after in (1, 6, 11):
-        first = _loader(blend)
+        first = _loader(short_long_blend)
         it = iter(first)
         consumed = [next(it) for _ in range(save_after)]
         state = first.save_state_rank()
         next(it)  # the saved loader goes on: its state is a copy
-        resumed = _loader(blend)
+        resumed = _loader(short_long_blend)
         resumed.restore_state_rank(state)
-        stream = consumed + _take(resumed, n - save_after)
+        stream = consumed + take(resumed, n - save_after)
         for i, (a, b) in enumerate(zip(reference, stream, strict=True)):
             assert_same_item(a, b, what=f"save after {save_after}: item {i}")
-    assert_restore_sample_reproduces(lambda: _loader(blend), reference[::4])
+    assert_restore_sample_reproduces(lambda: _loader(short_long_blend), reference[::4])
 
 
-def test_a_changed_weight_or_size_is_refused_by_name(blend: Path, tmp_path: Path) -> None:
-    first = _loader(blend)
-    _take(first, 3)
+def test_a_changed_weight_or_size_is_refused_by_name(
+    short_long_blend: Path, tmp_path: Path
+) -> None:
+    first = _loader(short_long_blend)
+    take(first, 3)
     state = first.save_state_rank()
-    datasets = [blend.parent / "short", blend.parent / "long"]
+    datasets = [short_long_blend.parent / "short", short_long_blend.parent / "long"]
     heavier = make_blend_metadataset(tmp_path / "b.yaml", list(zip(datasets, (1.0, 2.0))))
     with pytest.raises(ResumeConfigError, match=r"dataset\.1\.weight: 0\.5 -> 0\.666"):
         _loader(heavier).restore_state_rank(state)
     with pytest.raises(ResumeConfigError, match=r"blend_size: tokens -> \(absent\)"):
-        _loader(blend, None).restore_state_rank(state)
+        _loader(short_long_blend, None).restore_state_rank(state)
 
 
 def test_blend_epochized_is_refused_with_the_fix(tmp_path: Path) -> None:
@@ -129,17 +107,17 @@ def test_blend_epochized_is_refused_with_the_fix(tmp_path: Path) -> None:
         _loader(meta)
 
 
-def test_a_bad_size_names_the_sample(blend: Path) -> None:
-    loader = _loader(blend, lambda raw: -1)
+def test_a_bad_size_names_the_sample(short_long_blend: Path) -> None:
+    loader = _loader(short_long_blend, lambda raw: -1)
     with pytest.raises(Exception, match=r"blend_sample_size\('.*'\) returned -1"):
-        _take(loader, 1)
+        take(loader, 1)
 
 
 BENCHMARK = Path(__file__).parents[1] / "benchmarks" / "blend_shares.py"
 
 #: At 2 workers, in a subprocess (a dropped multi-worker loader stalls the next gc): save after
 #: 7 packs, restore, and compare with the uninterrupted run (the saved loader's own next 9);
-#: one blend, then packing groups.
+#: one short_long_blend, then packing groups.
 TWO_WORKER_RESUME = """
 import itertools, sys
 from pathlib import Path
@@ -201,11 +179,13 @@ def test_two_workers_hold_the_weights_and_resume_exactly(tmp_path: Path) -> None
     assert "RESUMED-EQUAL groups=False" in resumed and "RESUMED-EQUAL groups=True" in resumed
 
 
-def test_the_counts_report_each_datasets_tokens_documents_and_loss_tokens(blend: Path) -> None:
+def test_the_counts_report_each_datasets_tokens_documents_and_loss_tokens(
+    short_long_blend: Path,
+) -> None:
     """``PackingCounts.dataset_*`` (from each member's restore key) agree with the shares read
     from the packs' document lengths, under both blends."""
     for size in (None, "tokens"):
-        packs = _take_tokens(_loader(blend, size), 40_000)
+        packs = take_tokens(_loader(short_long_blend, size), 40_000)
         counts = PackingCounts.total(p.counts for p in packs)
         shares = trained_shares(packs)
         assert counts.dataset_tokens == shares.tokens
@@ -235,7 +215,7 @@ def test_blend_index_reads_the_blend_place_from_a_restore_key() -> None:
 
 @pytest.mark.slow  # two ranks' loaders
 def test_each_of_two_ranks_holds_the_weights_with_packing_groups(
-    blend: Path, tmp_path: Path
+    short_long_blend: Path, tmp_path: Path
 ) -> None:
     """energon gives each rank its own slice and each rank's loader its own blend state: both
     ranks of a world of 2 train 1:1 in tokens with packing groups (docs/howto/blends.md). One
@@ -245,13 +225,11 @@ def test_each_of_two_ranks_holds_the_weights_with_packing_groups(
 
     from energon_pack.task_encoders import PackingPolicy
 
-    datasets = [(blend.parent / "short", 1.0), (blend.parent / "long", 1.0)]
+    datasets = [(short_long_blend.parent / "short", 1.0), (short_long_blend.parent / "long", 1.0)]
     grouped = make_blend_metadataset(tmp_path / "groups.yaml", datasets, ["chat", "docs"])
     policies = {"chat": PackingPolicy(buffer_size=128), "docs": PackingPolicy(buffer_size=4)}
     for rank in (0, 1):
-        encoder = LengthTextEncoder(pack_size=PACK, overlong="split")
-        encoder.blend_size = "tokens"
-        encoder.packing_groups = policies
+        encoder = blend_encoder(groups=policies)
         dataset = get_train_dataset(
             str(grouped),
             worker_config=WorkerConfig(rank=rank, world_size=2, num_workers=0),
@@ -262,7 +240,7 @@ def test_each_of_two_ranks_holds_the_weights_with_packing_groups(
             task_encoder=encoder,
             repeat=True,
         )
-        packs = _take_tokens(get_savable_loader(dataset), EPOCH_TOKENS // 2)
+        packs = take_tokens(get_savable_loader(dataset), EPOCH_TOKENS // 2)
         shares = trained_shares(packs)
         assert abs(shares.token_share(0) - 0.5) < 0.01, (rank, shares)
         assert PackingCounts.total(p.counts for p in packs).dataset_tokens == shares.tokens

@@ -89,17 +89,15 @@ def _smolvlm_processor(tok_dir: Path) -> Any:
     return processor
 
 
-def _named(make: Callable[[Path], Any], named: dict[str, str]) -> Callable[[Path], Any]:
-    """``make`` on the tokenizer of ``tok_dir`` saved again with ``named`` as its named tokens
-    (``tokenizer.image_token`` ...: the processors of the families below read them by name)."""
-
-    def build(tok_dir: Path) -> Any:
-        from transformers import AutoTokenizer
-
-        AutoTokenizer.from_pretrained(tok_dir, extra_special_tokens=named).save_pretrained(tok_dir)
-        return make(tok_dir)
-
-    return build
+def _mrope(name: str) -> dict[str, Any]:
+    """The processor, model and tokens of the mRoPE family ``name`` (``vlm_mrope_models``): its
+    processor is built on the tokenizer of ``tok_dir`` saved again with the family's named
+    tokens (``tokenizer.image_token`` ...: its processor reads them by name)."""
+    return dict(
+        processor=lambda d: mm.processor(name, mm.named_tokenizer(name, d)),
+        model=lambda p: mm.tiny_model(name, p.tokenizer),
+        tokens=mm.SPECS[name].tokens,
+    )
 
 
 IDEFICS3 = typed_template("'<image>'")
@@ -108,8 +106,6 @@ IDEFICS3 = typed_template("'<image>'")
 ERNIE = "{% set ns = namespace(n=0) %}" + typed_template(
     "'Picture ' ~ ns.n ~ ':<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>'"
 ).replace("{% if c['type'] == 'image' %}", "{% if c['type'] == 'image' %}{% set ns.n = ns.n + 1 %}")
-#: GLM-4V's tokens by name (its processor reads ``image_token`` by name, the others as text).
-GLM4V_NAMED = dict(zip(("image_token", "boi", "eoi", "bov", "eov", "video_token"), mm.GLM4V_TOKENS))
 
 #: One entry per registered family (``VisionFamily.name``).
 CASES: dict[str, Case] = {
@@ -183,41 +179,31 @@ CASES: dict[str, Case] = {
         pack_size=192,
     ),
     "glm-4v": Case(
-        processor=_named(mm.glm4v_processor, GLM4V_NAMED),
-        model=lambda p: mm.tiny_glm4v(p.tokenizer),
-        tokens=mm.GLM4V_TOKENS,
+        **_mrope("glm-4v"),
         chat_template=typed_template("'<|begin_of_image|><|image|><|end_of_image|>'"),
         image_token="<|image|>",
         pack_size=96,
     ),
     "glm-4.6v": Case(
-        processor=_named(lambda d: mm.glm4v_processor(d, glm46v=True), GLM4V_NAMED),
-        model=lambda p: mm.tiny_glm4v(p.tokenizer, glm46v=True),
-        tokens=mm.GLM4V_TOKENS,
+        **_mrope("glm-4.6v"),
         chat_template=typed_template("'<|begin_of_image|><|image|><|end_of_image|>'"),
         image_token="<|image|>",
         pack_size=96,
     ),
     "ernie-4.5-vl": Case(
-        processor=_named(mm.ernie_processor, mm.ERNIE_TOKENS),
-        model=lambda p: mm.tiny_ernie(p.tokenizer),
-        tokens=list(mm.ERNIE_TOKENS.values()),
+        **_mrope("ernie-4.5-vl"),
         chat_template=ERNIE,
         image_token="<|IMAGE_PLACEHOLDER|>",
         pack_size=96,
     ),
     "hunyuan-vl": Case(
-        processor=_named(mm.hunyuan_processor, mm.HUNYUAN_TOKENS),
-        model=lambda p: mm.tiny_hunyuan(p.tokenizer),
-        tokens=list(mm.HUNYUAN_TOKENS.values()),
+        **_mrope("hunyuan-vl"),
         chat_template=typed_template("'<hy_image_start><hy_image><hy_image_end>'"),
         image_token="<hy_image>",
         pack_size=96,
     ),
     "paddleocr-vl": Case(
-        processor=_named(mm.paddleocr_processor, mm.ERNIE_TOKENS),
-        model=lambda p: mm.tiny_paddleocr(p.tokenizer),
-        tokens=list(mm.ERNIE_TOKENS.values()),
+        **_mrope("paddleocr-vl"),
         # its published template writes a user turn's images first, then its text
         chat_template=typed_template(
             "'<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>'", images_first=True

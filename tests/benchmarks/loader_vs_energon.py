@@ -20,7 +20,9 @@ is built, i.e. without the one-off cost of building it), the time spent building
 (energon-pack: mostly the resume fingerprint) and to the first batch (build included), and
 p50/p99 gaps between batches. ``--step-us-per-token`` sleeps after each batch for
 that many microseconds per delivered slot (a simulated accelerator step). ``--cached-tokens``
-tokenizes every text once up front, so that only the loaders' own work is timed. ``--profile NAME``
+tokenizes every text once up front, so that only the loaders' own work is timed; ``--split`` (0
+workers) times the tokenizer's ``encode`` calls inside each epoch instead and prints each loader's
+CPU split into tokenizing and the rest (the same documents, the real tokenizer). ``--profile NAME``
 prints a cProfile of one epoch of that loader instead (``PROFILE_CALLERS=NAME`` in the
 environment adds the callers of the functions matching NAME; ``PROFILE_SORT=cumulative`` sorts by
 another column, ``PROFILE_MATCH=energon_pack`` keeps only matching rows). Run::
@@ -172,7 +174,28 @@ def cpu_seconds() -> float:
     return total
 
 
+class TokenizerClock:
+    """``--split``: the CPU time of this thread inside the tokenizer's ``encode`` (0 workers:
+    every loader tokenizes in this thread), so that an epoch's CPU splits into tokenizing and
+    the rest, the loader's own work on the same documents."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.seconds = 0.0
+        encode = tokenizer.encode
+
+        def timed(*a: Any, **k: Any) -> Any:
+            t = time.thread_time()
+            try:
+                return encode(*a, **k)
+            finally:
+                self.seconds += time.thread_time() - t
+
+        tokenizer.encode = timed
+
+
 def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> dict[str, float]:
+    if args.clock is not None:
+        args.clock.seconds = 0.0
     start, cpu0 = time.perf_counter(), cpu_seconds()
     loader = build(name, tokenizer, path, args)
     built, cpu_built = time.perf_counter() - start, cpu_seconds()
@@ -187,7 +210,10 @@ def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> di
     cpu1 = cpu_seconds()  # the loader (and its workers) still alive
     wall = time.perf_counter() - start
     gaps = sorted(b - a for a, b in zip(stamps, stamps[1:])) or [0.0]
+    tokenizing = args.clock.seconds if args.clock is not None else float("nan")
     return {
+        "tok_cpu": tokenizing,
+        "rest_cpu": cpu1 - cpu0 - tokenizing,
         "wall": wall,
         "cpu": cpu1 - cpu0,
         "run_wall": wall - built,
@@ -216,7 +242,14 @@ def main() -> None:
         "--cached-tokens", action="store_true", help="tokenize once, then look ids up"
     )
     parser.add_argument("--loaders", default=",".join(LOADERS))
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="0 workers: split each epoch's CPU into tokenizing and the rest",
+    )
     args = parser.parse_args()
+    if args.split and (args.workers or args.cached_tokens):
+        parser.error("--split times the tokenizer in this process: 0 workers, no --cached-tokens")
     torch.set_num_threads(1)
     names = args.loaders.split(",")
 
@@ -227,6 +260,7 @@ def main() -> None:
             tokenizer, tok_name = default_tokenizer(Path(tmp), texts)
         tokenizer = load_tokenizer(tokenizer)  # once: the loaders time encoding, not loading
         args.cached_ids = CachedIds(tokenizer, texts) if args.cached_tokens else None
+        args.clock = TokenizerClock(tokenizer) if args.split else None
         if args.cached_tokens:
             tok_name += ", ids cached (tokenization not timed)"
         path = make_text_dataset(Path(tmp) / "ds", texts, samples_per_shard=500)
@@ -283,6 +317,17 @@ def main() -> None:
             f"{ratio['run_cpu']:>9.3f} {med('build'):>7.2f} {med('first'):>7.2f} "
             f"{1e3 * med('p50'):>7.1f} {1e3 * med('p99'):>7.1f}"
         )
+    if args.split:
+        print(f"\n{'loader':<13} {'CPU ms':>7} {'tokenizing ms':>13} {'rest ms':>7} {'rest x':>6}")
+        rest = {n: statistics.median(row["rest_cpu"] for row in results[n]) for n in names}
+        for name in names:
+            cpu, tok = (
+                statistics.median(row[k] for row in results[name]) for k in ("cpu", "tok_cpu")
+            )
+            print(
+                f"{name:<13} {1e3 * cpu:>7.0f} {1e3 * tok:>13.0f} {1e3 * rest[name]:>7.0f} "
+                f"{rest[name] / rest[base]:>6.2f}"
+            )
     plain_cpu = statistics.median(row["cpu"] for row in results[base])
     print(
         f"\none buffer's work in {base} ({args.buffer} documents x {base}'s median CPU per "

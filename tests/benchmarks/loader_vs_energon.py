@@ -162,6 +162,11 @@ def real_tokens(batch: Any) -> tuple[int, int]:
     return int(batch.cu_seqlens[-1]), batch.tokens.numel()
 
 
+def main_cpu_seconds() -> float:
+    """CPU time of this process alone (with workers: the trainer's side of the loader)."""
+    return sum(psutil.Process().cpu_times()[:2])
+
+
 def cpu_seconds() -> float:
     """CPU time of this process and its live children (the loader's workers)."""
     me = psutil.Process()
@@ -196,7 +201,7 @@ class TokenizerClock:
 def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> dict[str, float]:
     if args.clock is not None:
         args.clock.seconds = 0.0
-    start, cpu0 = time.perf_counter(), cpu_seconds()
+    start, cpu0, main0 = time.perf_counter(), cpu_seconds(), main_cpu_seconds()
     loader = build(name, tokenizer, path, args)
     built, cpu_built = time.perf_counter() - start, cpu_seconds()
     real = slots = 0
@@ -208,10 +213,12 @@ def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> di
         if args.step_us_per_token:
             time.sleep(s * args.step_us_per_token * 1e-6)
     cpu1 = cpu_seconds()  # the loader (and its workers) still alive
+    main1 = main_cpu_seconds()
     wall = time.perf_counter() - start
     gaps = sorted(b - a for a, b in zip(stamps, stamps[1:])) or [0.0]
     tokenizing = args.clock.seconds if args.clock is not None else float("nan")
     return {
+        "main_cpu": main1 - main0,
         "tok_cpu": tokenizing,
         "rest_cpu": cpu1 - cpu0 - tokenizing,
         "wall": wall,
@@ -328,6 +335,13 @@ def main() -> None:
                 f"{name:<13} {1e3 * cpu:>7.0f} {1e3 * tok:>13.0f} {1e3 * rest[name]:>7.0f} "
                 f"{rest[name] / rest[base]:>6.2f}"
             )
+    if args.workers:
+        print(f"\n{'loader':<13} {'main process CPU ms':>19} {'workers CPU ms':>14}")
+        for name in names:
+            total, main_ = (
+                statistics.median(r[k] for r in results[name]) for k in ("cpu", "main_cpu")
+            )
+            print(f"{name:<13} {1e3 * main_:>19.0f} {1e3 * (total - main_):>14.0f}")
     plain_cpu = statistics.median(row["cpu"] for row in results[base])
     print(
         f"\none buffer's work in {base} ({args.buffer} documents x {base}'s median CPU per "

@@ -342,6 +342,20 @@ def main() -> None:
                 statistics.median(r[k] for r in results[name]) for k in ("cpu", "main_cpu")
             )
             print(f"{name:<13} {1e3 * main_:>19.0f} {1e3 * (total - main_):>14.0f}")
+    print(f"\nper-round ratios to {base} (the spread behind each median): quartiles, min-max")
+    for name in names[1:]:
+        for key in ("wall", "cpu"):
+            per_round = sorted(
+                (row[key] / row["real"]) / (b[key] / b["real"])
+                for row, b in zip(results[name], results[base])
+            )
+            q1, _, q3 = (
+                statistics.quantiles(per_round, n=4) if len(per_round) > 1 else per_round * 3
+            )
+            print(
+                f"{name:<13} {key + ' x':<6} {q1:.3f}-{q3:.3f}  "
+                f"({per_round[0]:.3f}-{per_round[-1]:.3f}, {len(per_round)} rounds)"
+            )
     plain_cpu = statistics.median(row["cpu"] for row in results[base])
     print(
         f"\none buffer's work in {base} ({args.buffer} documents x {base}'s median CPU per "

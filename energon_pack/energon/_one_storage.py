@@ -15,7 +15,6 @@ own storage. Values, dtypes, shapes and the identity of tensors shared by two fi
 from __future__ import annotations
 
 import dataclasses
-import types
 from typing import Any
 
 import torch
@@ -37,17 +36,16 @@ def one_storage(item: Any) -> Any:
         unique.setdefault(id(t), t)
     if len(unique) < 2:
         return item
-    offsets, size = {}, 0
+    starts, size = {}, 0
     for key, t in unique.items():
-        offsets[key] = size
+        starts[key] = size
         size += -(-t.numel() * t.element_size() // _ALIGN) * _ALIGN
     buffer = _shared_bytes(size)
     views = {}
     for key, t in unique.items():
-        start = offsets[key]
+        start = starts[key]
         view = buffer[start : start + t.numel() * t.element_size()].view(t.dtype).view(t.shape)
-        view.copy_(t)
-        views[key] = view
+        views[key] = view.copy_(t)
     for owner, name, t in slots:
         object.__setattr__(owner, name, views[id(t)])
     return item
@@ -66,11 +64,7 @@ def _collect(obj: Any, out: list[tuple[Any, str, torch.Tensor]], depth: int) -> 
     """The (owner, field, tensor) slots of ``obj``'s dataclass fields, nested dataclasses too."""
     if depth > 3 or not dataclasses.is_dataclass(obj) or isinstance(obj, type):
         return
-    cls = type(obj)
-    for field in dataclasses.fields(obj):
-        attr = getattr(cls, field.name, None)
-        if not isinstance(attr, types.MemberDescriptorType) and hasattr(attr, "__set__"):
-            continue  # a view of another field (``batch.position_ids``)
+    for field in dataclasses.fields(obj):  # ClassVar views (``batch.position_ids``) are none
         value = getattr(obj, field.name, None)
         if isinstance(value, torch.Tensor):
             if _movable(value):

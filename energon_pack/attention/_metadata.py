@@ -68,28 +68,24 @@ def aligned_lengths(doc_lengths: Sequence[int], alignment: int) -> list[int]:
 
 def position_ids_from_lengths(slot_lengths: Sequence[int]) -> torch.Tensor:
     """``(sum(slot_lengths),)`` int64 positions restarting at 0 per slot: ``[3, 2] -> 0 1 2 0 1``."""
-    longest = max(slot_lengths, default=0)
-    ramp = _ramp(longest)
     if len(slot_lengths) <= 16:  # slices of one ramp: one copy, cheapest for few slots
+        ramp = _ramp(max(slot_lengths, default=0))
         return torch.from_numpy(np.concatenate([ramp[:k] for k in slot_lengths] or [ramp[:0]]))
     n = sum(slot_lengths)
     starts = np.fromiter(itertools.accumulate(slot_lengths, initial=0), np.int64)[:-1]
     return torch.from_numpy(_ramp(n)[:n] - np.repeat(starts, slot_lengths))
 
 
-_RAMP = np.arange(1 << 14, dtype=np.int64)
+_RAMP = np.zeros(0, dtype=np.int64)
 
 
 def _ramp(n: int) -> np.ndarray:
     """``0..n-1`` or longer, read-only (one array grown on demand, shared by every caller)."""
     global _RAMP
     if len(_RAMP) < n:
-        _RAMP = np.arange(max(n, 2 * len(_RAMP)), dtype=np.int64)
+        _RAMP = np.arange(max(n, 2 * len(_RAMP), 1 << 14), dtype=np.int64)
         _RAMP.flags.writeable = False
     return _RAMP
-
-
-_RAMP.flags.writeable = False
 
 
 def _check_row(row: int, real: Sequence[int], padded: Sequence[int], length: int) -> None:
@@ -159,9 +155,8 @@ def document_metadata(
     cu_padded = np.zeros(len(slot_flat) + 1, dtype=np.int64)
     np.cumsum(slots_np, out=cu_padded[1:])
     slot_of_token = np.repeat(np.arange(len(slot_flat), dtype=np.int32), slots_np)
-    # positions 0..slot-1 per slot (padding continues the count): slices of one arange
-    ramp = _ramp(max(slot_flat, default=0))
-    pos = np.concatenate([ramp[:k] for k in slot_flat] or [ramp[:0]])
+    # positions 0..slot-1 per slot (padding continues the count)
+    pos = position_ids_from_lengths(slot_flat).numpy()
     # segment ids 1..k per row on real tokens, 0 on each slot's padding: (id, 0) pairs repeated
     seg = np.repeat(
         np.stack([np.asarray(seg_flat, dtype=np.int64), np.zeros_like(real_np)], 1).ravel(),

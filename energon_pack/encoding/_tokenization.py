@@ -225,16 +225,16 @@ class DocumentTokenizer:
         # transformers returns a new list per call: no copy (3-10 us per 1000 tokens)
         return ids if self._encode_options and type(ids) is list else list(ids)
 
-    def _framed(self, prompt: Sequence[int], target: Sequence[int]) -> tuple[list[int], list[int]]:
-        """``([BOS] + prompt, target + [EOD])`` according to ``add_bos`` / ``add_eos``."""
-        head = [self.ids.bos] if self.ids.bos is not None else []
-        tail = [self.ids.eod] if self.ids.eod is not None else []
-        return [*head, *prompt], [*target, *tail]
+    def _ends(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``((BOS,), (EOD,))`` according to ``add_bos`` / ``add_eos`` (``()`` where off)."""
+        head = (self.ids.bos,) if self.ids.bos is not None else ()
+        tail = (self.ids.eod,) if self.ids.eod is not None else ()
+        return head, tail
 
     def encode(self, text: str) -> list[int]:
         """``[BOS] + encode_text(text) + [EOD]`` according to ``add_bos`` / ``add_eos``."""
-        head, body = self._framed([], self.encode_text(text))
-        return head + body
+        head, tail = self._ends()
+        return [*head, *self.encode_text(text), *tail]
 
     def document(
         self, prompt: Sequence[int], target: Sequence[int]
@@ -244,8 +244,7 @@ class DocumentTokenizer:
         BOS and ``prompt`` are not trained on. Empty tensors when ``target + [EOD]`` is empty
         (nothing to learn); see :func:`masked_document`.
         """
-        head = (self.ids.bos,) if self.ids.bos is not None else ()
-        tail = (self.ids.eod,) if self.ids.eod is not None else ()
+        head, tail = self._ends()
         return _document(head, prompt, target, tail)
 
     def token_id(self, token: str) -> int:

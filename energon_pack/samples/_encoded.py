@@ -75,8 +75,7 @@ class EncodedSample(Sample):
         A cut inside a media span is a ``ValueError``. ``key`` is the new ``__key__`` (``None``:
         unchanged). ``doc.slice(0, 4)`` of text ``[a b c d e]`` holds ``[a b c d]``.
         """
-        spans = self.media_spans()
-        for s, e in spans.tolist() if len(spans) else ():
+        for s, e in self.media_spans().tolist():
             if start < e and s < end and not (start <= s and e <= end):
                 raise ValueError(
                     f"document {self.__key__!r}: [{start}, {end}) cuts media span [{s}, {e})."

@@ -420,11 +420,10 @@ def _tokens_and_labels(
     """Concatenated tokens and aligned labels, alignment padding included (NumPy per token)."""
     tokens = torch.cat([s.tokens for s in samples]).numpy()
     mask = torch.cat([s.loss_mask for s in samples]).numpy()
-    real_starts = layout.starts if layout.padded == layout.lengths else None
-    if real_starts is None:
-        real_starts = list(itertools.accumulate(layout.lengths, initial=0))[:-1]
-    labels = _aligned_labels(tokens, mask, real_starts)
-    if layout.padded != layout.lengths:
+    unpadded = layout.padded == layout.lengths  # the slots start where the documents do
+    starts = layout.starts if unpadded else list(itertools.accumulate(layout.lengths, initial=0))
+    labels = _aligned_labels(tokens, mask, starts[: len(layout.lengths)])
+    if not unpadded:
         n = sum(layout.padded)
         real = np.concatenate(
             [np.arange(st, st + ln) for st, ln in zip(layout.starts, layout.lengths)]

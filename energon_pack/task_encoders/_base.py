@@ -361,8 +361,11 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         :mod:`energon_pack.energon` for exact resume, and a size-weighted blend if asked for
         (:attr:`blend_size`); with :attr:`packing_groups`, one packing pipeline per group."""
         self._group_leaves, self._group_buffers, self._group_specs = None, {}, {}
-        grouped = functools.partial(grouped_train_datasets, self)
-        build = grouped if self.packing_groups else super().build_train_datasets
+        build = (
+            functools.partial(grouped_train_datasets, self)
+            if self.packing_groups
+            else super().build_train_datasets
+        )
         with building_datasets(self, worker_config), blending(self, kwargs):
             return resumable(self, build, worker_config, kwargs)
 

@@ -4,12 +4,12 @@
 torch's DataLoader sends each tensor storage of a worker's item through shared memory: one
 segment, one file descriptor and one mapping per storage, on both sides. A packed batch has
 eight or more (tokens, labels, positions, segment ids, borders, ``seq_idx``, ``cu_seqlens``, ...)
-where a padded one has two, and that per-storage cost, not the bytes, made the 2-worker loader
-slower than a plain one: about 4 ms of the main process's CPU per batch of eight 4096-token packs
-(``python tests/benchmarks/loader_vs_energon.py --workers 2``; docs/benchmarks/loader.md).
-:func:`one_storage` copies a batch's tensors under :data:`SMALL` bytes into one buffer (a copy
-of about 1 MB: ~0.1 ms) and points the fields at views of it; large tensors (pixels) keep their
-own storage. Values, dtypes, shapes and the identity of tensors shared by two fields are kept.
+where a padded one has two, and the main process paid that per-storage cost, not the bytes:
+140 ms of CPU per 300-document epoch at 2 workers where a plain loader's paid 70, 80 ms since
+(``python tests/benchmarks/loader_vs_energon.py --docs 300 --rounds 7 --workers 2``;
+docs/benchmarks/loader.md). :func:`one_storage` copies a batch's tensors under :data:`SMALL`
+bytes into one buffer allocated in shared memory and points the fields at views of it; large
+tensors (pixels) keep their own storage. Values, dtypes, shapes and the identity of tensors shared by two fields are kept.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ where a padded one has two, and the main process paid that per-storage cost, not
 (``python tests/benchmarks/loader_vs_energon.py --docs 300 --rounds 7 --workers 2``;
 docs/benchmarks/loader.md). :func:`one_storage` copies a batch's tensors under :data:`SMALL`
 bytes into one buffer allocated in shared memory and points the fields at views of it; large
-tensors (pixels) keep their own storage. Values, dtypes, shapes and the identity of tensors shared by two fields are kept.
+tensors (pixels) keep their own storage. Values, dtypes, shapes and the identity of tensors
+shared by two fields are kept.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ of ``2 * CP`` (``--alignment`` overrides, e.g. ``lcm(2 * CP, TP)`` with sequence
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -188,6 +189,10 @@ def main() -> None:
         result.update(reference=reference, resumed=resumed, resume_identical=ok)
         out = Path(args.results_dir) / f"rank{rank}.json"
         out.write_text(json.dumps(result))
+    # A DDP model holds the process group: freed after destroy_process_group, the group's
+    # destructor can deadlock with the GIL (torch 2.13, gloo). Free the models first.
+    model = optimizer = None
+    gc.collect()
     dist.destroy_process_group()
     if not ok:
         raise SystemExit(1)

@@ -49,7 +49,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _tail(text: str, lines: int = 40) -> str:
+def _tail(text: str, lines: int = 80) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 

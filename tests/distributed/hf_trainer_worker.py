@@ -10,10 +10,12 @@ loader resumes from ``checkpoint-<save-at>``. Each rank writes what both runs sa
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 from pathlib import Path
 from typing import Any
 
+import torch
 from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset
 from transformers import TrainingArguments
 
@@ -100,6 +102,13 @@ def main() -> None:
     write_rank_result(
         {"rank": full.args.process_index, "full": full.record, "resumed": resumed.record}
     )
+    # Trainer leaves the process group open. Left to interpreter exit, gloo's threads can abort
+    # the process (SIGABRT, "terminate called without an active exception"); destroyed while a
+    # DDP model still holds it, the group's destructor can deadlock with the GIL when the model
+    # is freed. So: the DDP models first, then the group.
+    del full, resumed
+    gc.collect()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -11,10 +11,16 @@ when installed, else a word-level tokenizer trained on the corpus):
   documents to the longest (no packing, no seeding);
 * ``energon-pack``: ``LLMPackingTaskEncoder`` with the README's loader settings (pack 4096,
   ``overlong="split"``, packing buffer 64, batch 8, shuffle buffer 100);
-* ``carry-over``: the same with ``carry_over=CarryOver()``.
+* ``carry-over``: the same with ``carry_over=CarryOver()``;
+* ``plain-labels``: ``plain`` whose batch also gives the labels (-100 on padding) and the
+  attention mask a causal LM's training step needs from a padded batch (what
+  ``DataCollatorForLanguageModeling(mlm=False)`` adds); its ratios are printed apart.
 
-Every loader is rebuilt for each epoch (``repeat=False``) and the three run in turn, round after
-round, so background load hits them alike. Per loader: median wall and CPU (this process and
+Every loader is rebuilt for each epoch (``repeat=False``) and the loaders run in turn, round after
+round, so background load hits them alike. Before each epoch (untimed) the process collects its
+garbage and freezes its heap (``gc.freeze``): energon's ``GcDataset`` starts every epoch with a
+full ``gc.collect()``, which would otherwise walk this script's own objects (texts, tokenizer,
+cached ids: the same work for every loader, and one of the noisiest parts of an epoch). Per loader: median wall and CPU (this process and
 its workers) per real token, the ratio to ``plain`` per round (median; ``run``: after the loader
 is built, i.e. without the one-off cost of building it), the time spent building the loader
 (energon-pack: mostly the resume fingerprint) and to the first batch (build included), and
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -58,7 +65,7 @@ from energon_pack.training import make_loader  # noqa: E402
 from energon_pack_tools import make_text_dataset, train_bpe_tokenizer  # noqa: E402
 
 PACK_SIZE = 4096
-LOADERS = ("plain", "energon-pack", "carry-over")
+LOADERS = ("plain", "energon-pack", "carry-over", "plain-labels")
 
 
 @edataclass
@@ -95,6 +102,35 @@ class PlainEncoder(TaskEncoder[TextSample, PlainDocument, PlainBatch, PlainBatch
         )
         lengths = torch.tensor([len(s.tokens) for s in samples])
         return PlainBatch.from_samples(samples, tokens=tokens, lengths=lengths)
+
+
+@edataclass
+class PlainTrainingBatch(PlainBatch):
+    #: ``tokens`` with -100 on padding (the model shifts them: ``DataCollatorForLanguageModeling``).
+    labels: torch.Tensor
+    #: True on real tokens, shape ``(batch, longest)``.
+    attention_mask: torch.Tensor
+
+
+class PlainTrainingEncoder(PlainEncoder):
+    """``plain-labels``: the stock encoder whose batch also gives what a causal LM's training
+    step needs from a padded batch, labels (-100 on padding) and the attention mask, as
+    ``DataCollatorForLanguageModeling(mlm=False)`` does."""
+
+    @stateless
+    def batch(self, samples: list[PlainDocument]) -> PlainTrainingBatch:
+        tokens = torch.nn.utils.rnn.pad_sequence(
+            [s.tokens for s in samples], batch_first=True, padding_value=self.tokenizer.pad_token_id
+        )
+        lengths = torch.tensor([len(s.tokens) for s in samples])
+        mask = torch.arange(tokens.shape[1]) < lengths[:, None]
+        return PlainTrainingBatch.from_samples(
+            samples,
+            tokens=tokens,
+            lengths=lengths,
+            labels=tokens.masked_fill(~mask, -100),
+            attention_mask=mask,
+        )
 
 
 def stdlib_texts(limit: int) -> list[str]:
@@ -141,8 +177,8 @@ class CachedIds:
 
 def build(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> Any:
     common = {"num_workers": args.workers, "shuffle_buffer_size": 100}
-    if name == "plain":
-        enc: Any = PlainEncoder(tokenizer)
+    if name in ("plain", "plain-labels"):
+        enc: Any = (PlainEncoder if name == "plain" else PlainTrainingEncoder)(tokenizer)
         loader_args = {"packing_buffer_size": None, "batch_size": args.plain_batch}
     else:
         carry = CarryOver() if name == "carry-over" else None
@@ -201,6 +237,8 @@ class TokenizerClock:
 def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> dict[str, float]:
     if args.clock is not None:
         args.clock.seconds = 0.0
+    gc.collect()  # untimed: the previous epoch's garbage, then the heap out of energon's collect
+    gc.freeze()
     start, cpu0, main0 = time.perf_counter(), cpu_seconds(), main_cpu_seconds()
     loader = build(name, tokenizer, path, args)
     built, cpu_built = time.perf_counter() - start, cpu_seconds()
@@ -355,6 +393,22 @@ def main() -> None:
             print(
                 f"{name:<13} {key + ' x':<6} {q1:.3f}-{q3:.3f}  "
                 f"({per_round[0]:.3f}-{per_round[-1]:.3f}, {len(per_round)} rounds)"
+            )
+    if "plain-labels" in names and base != "plain-labels":
+        print("\nratios to plain-labels (a padded batch with labels and attention mask), median")
+        for name in names:
+            if name == "plain-labels":
+                continue
+            ratio = {
+                k: statistics.median(
+                    (row[k] / row["real"]) / (b[k] / b["real"])
+                    for row, b in zip(results[name], results["plain-labels"])
+                )
+                for k in ("wall", "cpu", "run_wall", "run_cpu")
+            }
+            print(
+                f"{name:<13} wall x {ratio['wall']:.3f}  CPU x {ratio['cpu']:.3f}  "
+                f"run wall x {ratio['run_wall']:.3f}  run CPU x {ratio['run_cpu']:.3f}"
             )
     plain_cpu = statistics.median(row["cpu"] for row in results[base])
     print(

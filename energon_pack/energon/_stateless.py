@@ -19,7 +19,7 @@ import enum
 import functools
 import inspect
 import random
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar, overload
 
 import numpy
@@ -161,6 +161,9 @@ def _wrap_generator(
         switch: _Switch | _NoSwitch = _NoSwitch()
         if seed_if is None or seed_if(args[0]):
             switch = _Switch(current_seed_args(seed_from, args))  # type: ignore[arg-type]
+        elif run_ahead:  # the same steps without an RNG to switch: the lean loop
+            yield from _run_ahead(iter(fn(*args, **kwargs)))
+            return
         it = iter(fn(*args, **kwargs))
         ahead: list[Any] = []  # the item computed ahead, if any (run_ahead only)
         error: Exception | None = None  # raised while computing the item ahead
@@ -200,6 +203,32 @@ def _wrap_generator(
                 it.close()
 
     return seeded
+
+
+def _run_ahead(it: Iterator[Any]) -> Generator[Any, None, None]:
+    """The items of ``it``, each computed together with the one before it (``run_ahead``
+    without an RNG switch): the steps of the switching loop above, one item early; an exception
+    raised ahead is re-raised when the consumer asks for that item."""
+    try:
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        while True:
+            try:
+                ahead = next(it)
+            except StopIteration:
+                yield item
+                return
+            except Exception as exc:  # re-raised when the consumer gets there
+                error = exc
+                break
+            yield item
+            item = ahead
+        yield item
+        raise error
+    finally:
+        it.close()
 
 
 _NOTHING = object()

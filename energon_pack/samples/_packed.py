@@ -407,8 +407,10 @@ def _sources(samples: Sequence[Sample]) -> tuple[Any, ...] | None:
 def _aligned_labels(tokens: np.ndarray, loss_mask: np.ndarray, starts: Sequence[int]) -> np.ndarray:
     """labels[i] = tokens[i+1] if loss_mask[i+1], -100 at the last token of each document (the
     token before each of ``starts`` but the first)."""
-    labels = np.full(tokens.shape, IGNORE_INDEX, dtype=np.int64)
-    np.copyto(labels[:-1], tokens[1:], where=loss_mask[1:].astype(bool, copy=False))
+    labels = np.empty(tokens.shape, dtype=np.int64)
+    labels[:-1] = tokens[1:]
+    labels[-1:] = IGNORE_INDEX
+    np.putmask(labels[:-1], ~loss_mask[1:].astype(bool, copy=False), IGNORE_INDEX)
     if len(starts) > 1:
         labels[np.asarray(starts[1:], dtype=np.int64) - 1] = IGNORE_INDEX
     return labels
@@ -418,8 +420,8 @@ def _tokens_and_labels(
     samples: Sequence[EncodedSample], layout: PackLayout, pad_token_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Concatenated tokens and aligned labels, alignment padding included (NumPy per token)."""
-    tokens = torch.cat([s.tokens for s in samples]).numpy()
-    mask = torch.cat([s.loss_mask for s in samples]).numpy()
+    tokens = np.concatenate([s.tokens.numpy() for s in samples])  # a new array, even of one
+    mask = np.concatenate([s.loss_mask.numpy() for s in samples])
     unpadded = layout.padded == layout.lengths  # the slots start where the documents do
     starts = layout.starts if unpadded else list(itertools.accumulate(layout.lengths, initial=0))
     labels = _aligned_labels(tokens, mask, starts[: len(layout.lengths)])

@@ -222,3 +222,58 @@ def test_marks_stateless_and_keeps_failure_tolerance() -> None:
     assert get_failure_tolerance(enc.encode, 100) == 100
     with pytest.raises(ValueError, match="failure_tolerance"):
         seeded_stateless(failure_tolerance=-1)(lambda self: None)
+
+
+class Logged:
+    """A run-ahead generator that logs when its code runs, seeded or not (``seed_if``)."""
+
+    def __init__(self, seeded: bool, log: list[str]) -> None:
+        self.seeded, self.log = seeded, log
+
+    def _items(self, n: int, fail_at: int | None):
+        try:
+            for i in range(n):
+                self.log.append(f"make {i}")
+                if i == fail_at:
+                    raise ValueError(f"item {i} is bad")
+                yield i
+            self.log.append("end")
+        finally:
+            self.log.append("closed")
+
+    @seeded_stateless(run_ahead=True, seed_if=lambda self: self.seeded)
+    def items(self, n: int, fail_at: int | None = None):
+        yield from self._items(n, fail_at)
+
+
+@pytest.mark.parametrize(
+    "n, fail_at, take",
+    [(0, None, 9), (1, None, 9), (3, None, 9), (3, 1, 9), (3, 0, 9), (4, None, 2)],
+)
+def test_unseeded_run_ahead_takes_the_seeded_steps(n: int, fail_at: int | None, take: int) -> None:
+    """seed_if=False runs the same steps as the seeded switch loop: each item computed with the
+    one before it, an error raised ahead surfaces at its item, an early close closes the
+    generator."""
+
+    def run(seeded: bool) -> list[str]:
+        log: list[str] = []
+        config = WorkerConfig(rank=0, world_size=1, num_workers=0)
+        config.worker_activate(0)
+        try:
+            it = Logged(seeded, log).items(n, fail_at)
+            for _ in range(take):
+                try:
+                    log.append(f"got {next(it)}")
+                except StopIteration:
+                    log.append("stop")
+                    break
+                except ValueError as exc:
+                    log.append(f"error {exc}")
+                    break
+            it.close()
+            log.append("consumer closed")
+        finally:
+            config.worker_deactivate()
+        return log
+
+    assert run(seeded=False) == run(seeded=True)

@@ -244,3 +244,34 @@ def test_gpu_check_fails_a_route_that_leaks(gpu_check, monkeypatch) -> None:
     sdpa = next(r for r in gpu_check.ROUTES if r.kernel == "sdpa")
     result = gpu_check.check_route(sdpa, torch.float32, gpu_check.CPU)
     assert result.verdict == "FAIL" and result.diff == result.leak > result.bound
+
+
+@pytest.mark.slow
+def test_the_loader_benchmark_runs_and_every_loader_delivers_the_same_tokens(
+    tmp_path: Path,
+) -> None:
+    """``loader_vs_energon.py`` on 24 documents, one round, tokenizer split: the four loaders
+    deliver the same real tokens, and the parts add up to the whole-loader estimate."""
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).parent / "benchmarks" / "loader_vs_energon.py"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    args = ["--docs", "24", "--rounds", "1", "--split", "--buffer", "8"]
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", str(script), *args],
+        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, check=True,
+    ).stdout  # fmt: skip
+    rows = {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.split()
+        and line.split()[0] in ("plain", "energon-pack", "carry-over", "plain-labels")
+        and len(line.split()) == 13
+    }
+    assert sorted(rows) == ["carry-over", "energon-pack", "plain", "plain-labels"]
+    assert len({row[1] for row in rows.values()}) == 1, rows  # the same real tokens
+    assert int(rows["plain"][1]) > 0
+    assert "whole loader from the parts" in out
+    assert "ratios to plain-labels" in out

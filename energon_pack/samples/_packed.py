@@ -420,8 +420,11 @@ def _tokens_and_labels(
     samples: Sequence[EncodedSample], layout: PackLayout, pad_token_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Concatenated tokens and aligned labels, alignment padding included (NumPy per token)."""
-    tokens = np.concatenate([s.tokens.numpy() for s in samples])  # a new array, even of one
-    mask = np.concatenate([s.loss_mask.numpy() for s in samples])
+    if len(samples) == 1:  # the mask is only read; the tokens are the pack's own copy
+        tokens, mask = samples[0].tokens.numpy().copy(), samples[0].loss_mask.numpy()
+    else:
+        tokens = np.concatenate([s.tokens.numpy() for s in samples])
+        mask = np.concatenate([s.loss_mask.numpy() for s in samples])
     unpadded = layout.padded == layout.lengths  # the slots start where the documents do
     starts = layout.starts if unpadded else list(itertools.accumulate(layout.lengths, initial=0))
     labels = _aligned_labels(tokens, mask, starts[: len(layout.lengths)])

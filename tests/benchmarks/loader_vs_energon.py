@@ -26,9 +26,10 @@ is built, i.e. without the one-off cost of building it), the time spent building
 (energon-pack: mostly the resume fingerprint) and to the first batch (build included), and
 p50/p99 gaps between batches. ``--step-us-per-token`` sleeps after each batch for
 that many microseconds per delivered slot (a simulated accelerator step). ``--cached-tokens``
-tokenizes every text once up front, so that only the loaders' own work is timed; ``--split`` (0
-workers) times the tokenizer's ``encode`` calls inside each epoch instead and prints each loader's
-CPU split into tokenizing and the rest (the same documents, the real tokenizer). ``--profile NAME``
+tokenizes every text once up front, so that only the loaders' own work is timed; ``--split`` times
+the tokenizer's ``encode`` calls inside each epoch instead (in this process or its workers) and
+prints each loader's CPU split into tokenizing and the rest (the same documents, the real
+tokenizer), and the whole-loader ratio from those parts. ``--profile NAME``
 prints a cProfile of one epoch of that loader instead (``PROFILE_CALLERS=NAME`` in the
 environment adds the callers of the functions matching NAME; ``PROFILE_SORT=cumulative`` sorts by
 another column, ``PROFILE_MATCH=energon_pack`` keeps only matching rows). Run::
@@ -42,6 +43,7 @@ import argparse
 import cProfile
 import gc
 import json
+import multiprocessing
 import os
 import pstats
 import statistics
@@ -216,12 +218,13 @@ def cpu_seconds() -> float:
 
 
 class TokenizerClock:
-    """``--split``: the CPU time of this thread inside the tokenizer's ``encode`` (0 workers:
-    every loader tokenizes in this thread), so that an epoch's CPU splits into tokenizing and
-    the rest, the loader's own work on the same documents."""
+    """``--split``: the CPU time spent inside the tokenizer's ``encode``, by this process or
+    by its loader workers (forked: they add to one shared counter), so that an epoch's CPU
+    splits into tokenizing and the rest, the loader's own work on the same documents."""
 
     def __init__(self, tokenizer: Any) -> None:
-        self.seconds = 0.0
+        total = multiprocessing.Value("d", 0.0)
+        self._total = total
         encode = tokenizer.encode
 
         def timed(*a: Any, **k: Any) -> Any:
@@ -229,9 +232,18 @@ class TokenizerClock:
             try:
                 return encode(*a, **k)
             finally:
-                self.seconds += time.thread_time() - t
+                with total.get_lock():
+                    total.value += time.thread_time() - t
 
         tokenizer.encode = timed
+
+    @property
+    def seconds(self) -> float:
+        return float(self._total.value)
+
+    @seconds.setter
+    def seconds(self, value: float) -> None:
+        self._total.value = value
 
 
 def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> dict[str, float]:
@@ -290,11 +302,11 @@ def main() -> None:
     parser.add_argument(
         "--split",
         action="store_true",
-        help="0 workers: split each epoch's CPU into tokenizing and the rest",
+        help="split each epoch's CPU into tokenizing and the rest",
     )
     args = parser.parse_args()
-    if args.split and (args.workers or args.cached_tokens):
-        parser.error("--split times the tokenizer in this process: 0 workers, no --cached-tokens")
+    if args.split and args.cached_tokens:
+        parser.error("--split times the tokenizer's calls: leave out --cached-tokens")
     torch.set_num_threads(1)
     names = args.loaders.split(",")
 

@@ -161,72 +161,59 @@ def _wrap_generator(
         switch: _Switch | _NoSwitch = _NoSwitch()
         if seed_if is None or seed_if(args[0]):
             switch = _Switch(current_seed_args(seed_from, args))  # type: ignore[arg-type]
-        elif run_ahead:  # the same steps without an RNG to switch: the lean loop
-            yield from _run_ahead(iter(fn(*args, **kwargs)))
-            return
-        it = iter(fn(*args, **kwargs))
-        ahead: list[Any] = []  # the item computed ahead, if any (run_ahead only)
-        error: Exception | None = None  # raised while computing the item ahead
-        done = False
-        try:
-            while True:
-                if ahead:
-                    item = ahead.pop()
-                elif done:
-                    return
-                elif error is not None:
-                    raise error
-                else:
-                    item = _NOTHING
-                if not done and error is None and (run_ahead or item is _NOTHING):
-                    switch.enter()
-                    try:
-                        if item is _NOTHING:
-                            try:
-                                item = next(it)
-                            except StopIteration:
-                                done = True
-                        if run_ahead and not done:
-                            try:
-                                ahead.append(next(it))
-                            except StopIteration:
-                                done = True
-                            except Exception as exc:  # re-raised when the consumer gets there
-                                error = exc
-                    finally:
-                        switch.leave(keep=not done and error is None)
-                    if item is _NOTHING:
-                        return
-                yield item
-        finally:
-            if not done:
-                it.close()
+        steps = _run_ahead if run_ahead else _one_by_one
+        yield from steps(iter(fn(*args, **kwargs)), switch)
 
     return seeded
 
 
-def _run_ahead(it: Iterator[Any]) -> Generator[Any, None, None]:
-    """The items of ``it``, each computed together with the one before it (``run_ahead``
-    without an RNG switch): the steps of the switching loop above, one item early; an exception
-    raised ahead is re-raised when the consumer asks for that item."""
+def _one_by_one(it: Iterator[Any], switch: _Switch | _NoSwitch) -> Generator[Any, None, None]:
+    """The items of ``it``, each computed when the consumer asks for it, in one switch."""
     try:
-        try:
-            item = next(it)
-        except StopIteration:
-            return
         while True:
+            keep = True  # the generator's state, for its next step
+            switch.enter()
             try:
+                item = next(it)
+            except StopIteration:
+                keep = False
+                return
+            finally:
+                switch.leave(keep=keep)
+            yield item
+    finally:
+        it.close()
+
+
+def _run_ahead(it: Iterator[Any], switch: _Switch | _NoSwitch) -> Generator[Any, None, None]:
+    """The items of ``it``, each computed in one switch together with the one after it; an
+    exception raised ahead is re-raised when the consumer asks for that item."""
+    try:
+        item: Any = _NOTHING
+        error: Exception | None = None
+        while True:
+            keep = True  # the generator's state, for its next step
+            switch.enter()
+            try:
+                if item is _NOTHING:
+                    item = next(it)
                 ahead = next(it)
             except StopIteration:
-                yield item
-                return
-            except Exception as exc:  # re-raised when the consumer gets there
-                error = exc
-                break
+                keep, ahead = False, _NOTHING
+                if item is _NOTHING:  # no item at all
+                    return
+            except Exception as exc:
+                if item is _NOTHING:  # the first item: raised now
+                    raise
+                keep, ahead, error = False, _NOTHING, exc  # re-raised when asked for
+            finally:
+                switch.leave(keep=keep)
             yield item
+            if ahead is _NOTHING:
+                if error is not None:
+                    raise error
+                return
             item = ahead
-        yield item
-        raise error
     finally:
         it.close()
 

@@ -277,3 +277,12 @@ def test_unseeded_run_ahead_takes_the_seeded_steps(n: int, fail_at: int | None, 
         return log
 
     assert run(seeded=False) == run(seeded=True)
+    if (n, fail_at, take) == (3, None, 9):  # the steps themselves: each item made one early
+        assert run(seeded=True) == [
+            "make 0", "make 1", "got 0", "make 2", "got 1", "end", "closed", "got 2", "stop",
+            "consumer closed",
+        ]  # fmt: skip
+    if (n, fail_at, take) == (3, 1, 9):  # the error made ahead surfaces at its item
+        assert run(seeded=True) == [
+            "make 0", "make 1", "closed", "got 0", "error item 1 is bad", "consumer closed",
+        ]  # fmt: skip

@@ -426,8 +426,10 @@ def _tokens_and_labels(
         tokens = np.concatenate([s.tokens.numpy() for s in samples])
         mask = np.concatenate([s.loss_mask.numpy() for s in samples])
     unpadded = layout.padded == layout.lengths  # the slots start where the documents do
-    starts = layout.starts if unpadded else list(itertools.accumulate(layout.lengths, initial=0))
-    labels = _aligned_labels(tokens, mask, starts[: len(layout.lengths)])
+    starts = layout.starts
+    if not unpadded:  # the documents' own starts, without the alignment padding
+        starts = list(itertools.accumulate(layout.lengths, initial=0))[:-1]
+    labels = _aligned_labels(tokens, mask, starts)
     if not unpadded:
         n = sum(layout.padded)
         real = np.concatenate(

@@ -20,8 +20,8 @@ Every loader is rebuilt for each epoch (``repeat=False``) and the loaders run in
 round, so background load hits them alike. Before each epoch (untimed) the process collects its
 garbage and freezes its heap (``gc.freeze``): energon's ``GcDataset`` starts every epoch with a
 full ``gc.collect()``, which would otherwise walk this script's own objects (texts, tokenizer,
-cached ids: the same work for every loader, and one of the noisiest parts of an epoch). Per loader: median wall and CPU (this process and
-its workers) per real token, the ratio to ``plain`` per round (median; ``run``: after the loader
+cached ids: the same work for every loader, and one of the noisiest parts of an epoch). Per
+loader: median wall and CPU (this process and its workers) per real token, the ratio to ``plain`` per round (median; ``run``: after the loader
 is built, i.e. without the one-off cost of building it), the time spent building the loader
 (energon-pack: mostly the resume fingerprint) and to the first batch (build included), and
 p50/p99 gaps between batches. ``--step-us-per-token`` sleeps after each batch for
@@ -121,16 +121,13 @@ class PlainTrainingEncoder(PlainEncoder):
 
     @stateless
     def batch(self, samples: list[PlainDocument]) -> PlainTrainingBatch:
-        tokens = torch.nn.utils.rnn.pad_sequence(
-            [s.tokens for s in samples], batch_first=True, padding_value=self.tokenizer.pad_token_id
-        )
-        lengths = torch.tensor([len(s.tokens) for s in samples])
-        mask = torch.arange(tokens.shape[1]) < lengths[:, None]
+        padded = PlainEncoder.batch(self, samples)
+        mask = torch.arange(padded.tokens.shape[1]) < padded.lengths[:, None]
         return PlainTrainingBatch.from_samples(
             samples,
-            tokens=tokens,
-            lengths=lengths,
-            labels=tokens.masked_fill(~mask, -100),
+            tokens=padded.tokens,
+            lengths=padded.lengths,
+            labels=padded.tokens.masked_fill(~mask, -100),
             attention_mask=mask,
         )
 
@@ -198,6 +195,17 @@ def real_tokens(batch: Any) -> tuple[int, int]:
     if isinstance(batch, PlainBatch):
         return int(batch.lengths.sum()), batch.tokens.numel()
     return int(batch.cu_seqlens[-1]), batch.tokens.numel()
+
+
+def per_round(rows: list[dict[str, float]], base: list[dict[str, float]], key: str) -> list[float]:
+    """Each round's ratio of ``key`` per real token to the base loader's in the same round."""
+    return [(row[key] / row["real"]) / (b[key] / b["real"]) for row, b in zip(rows, base)]
+
+
+def median_ratios(rows: list[dict[str, float]], base: list[dict[str, float]]) -> dict[str, float]:
+    """The median of :func:`per_round` for wall, CPU and both after the build."""
+    keys = ("wall", "cpu", "run_wall", "run_cpu")
+    return {k: statistics.median(per_round(rows, base, k)) for k in keys}
 
 
 def main_cpu_seconds() -> float:
@@ -361,12 +369,7 @@ def main() -> None:
         def med(key: str, rows: list[dict[str, float]] = rows) -> float:
             return statistics.median(row[key] for row in rows)
 
-        ratio = {
-            k: statistics.median(
-                (row[k] / row["real"]) / (b[k] / b["real"]) for row, b in zip(rows, results[base])
-            )
-            for k in ("wall", "cpu", "run_wall", "run_cpu")
-        }
+        ratio = median_ratios(rows, results[base])
         print(
             f"{name:<13} {int(med('real')):>11} {med('fill'):>6.1%} "
             f"{1e9 * med('wall') / med('real'):>11.0f} {1e9 * med('cpu') / med('real'):>10.0f} "
@@ -402,29 +405,18 @@ def main() -> None:
     print(f"\nper-round ratios to {base} (the spread behind each median): quartiles, min-max")
     for name in names[1:]:
         for key in ("wall", "cpu"):
-            per_round = sorted(
-                (row[key] / row["real"]) / (b[key] / b["real"])
-                for row, b in zip(results[name], results[base])
-            )
-            q1, _, q3 = (
-                statistics.quantiles(per_round, n=4) if len(per_round) > 1 else per_round * 3
-            )
+            rounds = sorted(per_round(results[name], results[base], key))
+            q1, _, q3 = statistics.quantiles(rounds, n=4) if len(rounds) > 1 else rounds * 3
             print(
                 f"{name:<13} {key + ' x':<6} {q1:.3f}-{q3:.3f}  "
-                f"({per_round[0]:.3f}-{per_round[-1]:.3f}, {len(per_round)} rounds)"
+                f"({rounds[0]:.3f}-{rounds[-1]:.3f}, {len(rounds)} rounds)"
             )
     if "plain-labels" in names and base != "plain-labels":
         print("\nratios to plain-labels (a padded batch with labels and attention mask), median")
         for name in names:
             if name == "plain-labels":
                 continue
-            ratio = {
-                k: statistics.median(
-                    (row[k] / row["real"]) / (b[k] / b["real"])
-                    for row, b in zip(results[name], results["plain-labels"])
-                )
-                for k in ("wall", "cpu", "run_wall", "run_cpu")
-            }
+            ratio = median_ratios(results[name], results["plain-labels"])
             print(
                 f"{name:<13} wall x {ratio['wall']:.3f}  CPU x {ratio['cpu']:.3f}  "
                 f"run wall x {ratio['run_wall']:.3f}  run CPU x {ratio['run_cpu']:.3f}"

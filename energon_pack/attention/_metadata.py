@@ -9,8 +9,8 @@ joins the last slot), so slots tile the row; ``cu_seqlens*`` run over the row-ma
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -22,16 +22,14 @@ __all__ = ["DocumentMetadata", "aligned_lengths", "document_metadata", "position
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class DocumentMetadata:
-    """Document metadata of ``B`` packed rows of length ``L`` (``D`` slots in all)."""
+    """Document metadata of ``B`` packed rows of length ``L`` (``D`` slots in all).
 
-    #: (B, L) int64, position inside the slot; padding continues its slot's count.
-    position_ids: torch.Tensor
-    #: (B, L) int64, 1..k per row for real tokens, 0 on alignment and tail padding.
-    segment_ids: torch.Tensor
-    #: (B, L) bool, True at the first token of each document and at the start of padding.
-    document_borders: torch.Tensor
-    #: (B, L) int32, index of the slot in the flattened batch (0..D-1, row-major).
-    seq_idx: torch.Tensor
+    The per-token fields (``position_ids``, ``segment_ids``, ``document_borders``,
+    ``seq_idx``) are computed from the lengths when first read (on the host, then placed on
+    the device of ``cu_seqlens``) and kept in :attr:`computed`: a loader worker sends only
+    the lengths and ``cu_seqlens*``, and a training step computes only what its kernel reads.
+    """
+
     #: (D + 1,) int32, cumulative real document lengths, starting at 0.
     cu_seqlens: torch.Tensor
     #: (D + 1,) int32, slot offsets in the flattened (B * L,) batch; last entry == B * L.
@@ -46,15 +44,49 @@ class DocumentMetadata:
     doc_lengths_padded: tuple[tuple[int, ...], ...]
     #: Per row: slot lengths (alignment padding included, tail padding in the last slot).
     slot_lengths: tuple[tuple[int, ...], ...]
+    #: The per-token fields computed so far, by name (not part of the value: derived).
+    computed: dict[str, torch.Tensor] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def position_ids(self) -> torch.Tensor:
+        """(B, L) int64, position inside the slot; padding continues its slot's count."""
+        return self._per_token("position_ids")
+
+    @property
+    def segment_ids(self) -> torch.Tensor:
+        """(B, L) int64, 1..k per row for real tokens, 0 on alignment and tail padding."""
+        return self._per_token("segment_ids")
+
+    @property
+    def document_borders(self) -> torch.Tensor:
+        """(B, L) bool, True at the first token of each document and at the start of padding."""
+        return self._per_token("document_borders")
+
+    @property
+    def seq_idx(self) -> torch.Tensor:
+        """(B, L) int32, index of the slot in the flattened batch (0..D-1, row-major)."""
+        return self._per_token("seq_idx")
+
+    def _per_token(self, name: str) -> torch.Tensor:
+        value = self.computed.get(name)
+        if value is None:
+            rows = len(self.slot_lengths)
+            length = sum(self.slot_lengths[0]) if rows else 0
+            value = _PER_TOKEN[name](_Slots.of(self), (rows, length))
+            if self.cu_seqlens.device.type != "cpu":
+                value = value.to(self.cu_seqlens.device)
+            self.computed[name] = value
+        return value
 
     def to(self, device: torch.device | str, *, non_blocking: bool = False) -> DocumentMetadata:
-        """The same metadata with every tensor on ``device`` (ints and lengths unchanged)."""
+        """The same metadata with every tensor on ``device`` (ints and lengths unchanged);
+        per-token fields not computed yet are computed there when read."""
         return replace(
             self,
-            **{
-                f.name: getattr(self, f.name).to(device, non_blocking=non_blocking)
-                for f in fields(self)
-                if isinstance(getattr(self, f.name), torch.Tensor)
+            cu_seqlens=self.cu_seqlens.to(device, non_blocking=non_blocking),
+            cu_seqlens_padded=self.cu_seqlens_padded.to(device, non_blocking=non_blocking),
+            computed={
+                k: v.to(device, non_blocking=non_blocking) for k, v in self.computed.items()
             },
         )
 
@@ -115,6 +147,7 @@ def document_metadata(
     *,
     length: int | None = None,
     doc_lengths_padded: Sequence[Sequence[int]] | None = None,
+    empty: Callable[[tuple[int, ...], torch.dtype], torch.Tensor] | None = None,
 ) -> DocumentMetadata:
     """Build :class:`DocumentMetadata` for rows of documents.
 
@@ -123,6 +156,8 @@ def document_metadata(
         length: row length ``L``; defaults to the longest row's padded total.
         doc_lengths_padded: per row, the slot length of each document (alignment padding
             included); defaults to ``doc_lengths``.
+        empty: allocates the tensors (``empty(shape, dtype)``, contiguous CPU), e.g. views of
+            one buffer (:class:`~energon_pack.samples.Arena`); default ``torch.empty``.
 
     Example: ``document_metadata([[3, 2, 1]], length=8).cu_seqlens_padded`` is
     ``tensor([0, 3, 5, 8], dtype=torch.int32)``.
@@ -147,39 +182,106 @@ def document_metadata(
         real_flat.extend(real)
         slot_flat.extend(slots)
         seg_flat.extend(range(1, len(real) + 1))
-    num_rows = len(doc_lengths)
-    n = num_rows * length
-    # one NumPy expansion per field, then zero-copy to torch
-    slots_np = np.asarray(slot_flat, dtype=np.int64)
-    real_np = np.asarray(real_flat, dtype=np.int64)
-    cu_padded = np.zeros(len(slot_flat) + 1, dtype=np.int64)
-    np.cumsum(slots_np, out=cu_padded[1:])
-    slot_of_token = np.repeat(np.arange(len(slot_flat), dtype=np.int32), slots_np)
-    # positions 0..slot-1 per slot (padding continues the count)
-    pos = position_ids_from_lengths(slot_flat).numpy()
-    # segment ids 1..k per row on real tokens, 0 on each slot's padding: (id, 0) pairs repeated
-    seg = np.repeat(
-        np.stack([np.asarray(seg_flat, dtype=np.int64), np.zeros_like(real_np)], 1).ravel(),
-        np.stack([real_np, slots_np - real_np], 1).ravel(),
-    )
-    # borders: each slot's first token, and its first padding token (where it has padding)
-    borders = np.zeros(n, dtype=bool)
-    borders[cu_padded[:-1]] = True
-    pad_start = cu_padded[:-1] + real_np
-    borders[pad_start[real_np < slots_np]] = True
-    cu_real = np.zeros(len(real_flat) + 1, dtype=np.int32)
-    np.cumsum(real_flat, out=cu_real[1:])
-    shape = (num_rows, length)
+    new = empty or _torch_empty
+    cu_real = new((len(real_flat) + 1,), torch.int32)
+    cu_padded = new((len(slot_flat) + 1,), torch.int32)
+    cu_real.numpy()[:] = list(itertools.accumulate(real_flat, initial=0))
+    cu_padded.numpy()[:] = list(itertools.accumulate(slot_flat, initial=0))
     return DocumentMetadata(
-        position_ids=torch.from_numpy(pos.reshape(shape)),
-        segment_ids=torch.from_numpy(seg.reshape(shape)),
-        document_borders=torch.from_numpy(borders.reshape(shape)),
-        seq_idx=torch.from_numpy(slot_of_token.reshape(shape)),
-        cu_seqlens=torch.from_numpy(cu_real),
-        cu_seqlens_padded=torch.from_numpy(cu_padded.astype(np.int32)),
+        cu_seqlens=cu_real,
+        cu_seqlens_padded=cu_padded,
         max_seqlen=max(real_flat, default=0),
         max_seqlen_padded=max(slot_flat, default=0),
         doc_lengths=tuple(tuple(r) for r in doc_lengths),
         doc_lengths_padded=tuple(tuple(r) for r in padded_rows),
         slot_lengths=tuple(slot_rows),
     )
+
+
+#: Up to this many slots a per-token field is written slot by slot (NumPy slice fills, no
+#: temporaries); more, with one ``np.repeat``.
+_FEW_SLOTS = 48
+
+
+@dataclass(frozen=True)
+class _Slots:
+    """The flattened slots of a metadata: starts (``D + 1``, the last the total), slot and
+    real lengths, and each slot's segment id (1..k in its row)."""
+
+    starts: list[int]
+    slots: list[int]
+    real: list[int]
+    segments: list[int]
+
+    @classmethod
+    def of(cls, meta: DocumentMetadata) -> _Slots:
+        slots = [n for row in meta.slot_lengths for n in row]
+        real = [n for row in meta.doc_lengths for n in row]
+        segments = [k for row in meta.doc_lengths for k in range(1, len(row) + 1)]
+        return cls(list(itertools.accumulate(slots, initial=0)), slots, real, segments)
+
+    @property
+    def few(self) -> bool:
+        return len(self.slots) <= _FEW_SLOTS
+
+
+def _positions(s: _Slots, shape: tuple[int, int]) -> torch.Tensor:
+    out = torch.empty(shape, dtype=torch.int64)
+    pos = out.numpy().reshape(-1)
+    if s.few:
+        ramp = _ramp(max(s.slots, default=0))
+        for start, n in zip(s.starts, s.slots):
+            pos[start : start + n] = ramp[:n]
+    else:
+        n = s.starts[-1]
+        np.subtract(_ramp(n)[:n], np.repeat(s.starts[:-1], s.slots), out=pos)
+    return out
+
+
+def _slot_index(s: _Slots, shape: tuple[int, int]) -> torch.Tensor:
+    out = torch.empty(shape, dtype=torch.int32)
+    idx = out.numpy().reshape(-1)
+    if s.few:
+        for k, (start, n) in enumerate(zip(s.starts, s.slots)):
+            idx[start : start + n] = k
+    else:
+        idx[:] = np.repeat(np.arange(len(s.slots), dtype=np.int32), s.slots)
+    return out
+
+
+def _segments(s: _Slots, shape: tuple[int, int]) -> torch.Tensor:
+    out = torch.empty(shape, dtype=torch.int64)
+    seg = out.numpy().reshape(-1)
+    if s.few:
+        for start, n, r, g in zip(s.starts, s.slots, s.real, s.segments):
+            seg[start : start + r] = g
+            seg[start + r : start + n] = 0
+    else:  # (id, 0) pairs repeated over (real, padding) counts
+        pad = np.subtract(s.slots, s.real)
+        seg[:] = np.repeat(
+            np.stack([s.segments, np.zeros_like(pad)], 1).ravel(),
+            np.stack([s.real, pad], 1).ravel(),
+        )
+    return out
+
+
+def _borders(s: _Slots, shape: tuple[int, int]) -> torch.Tensor:
+    out = torch.zeros(shape, dtype=torch.bool)
+    borders = out.numpy().reshape(-1)
+    starts = np.asarray(s.starts[:-1], dtype=np.int64)
+    real, slots = np.asarray(s.real, dtype=np.int64), np.asarray(s.slots, dtype=np.int64)
+    borders[starts] = True
+    borders[(starts + real)[real < slots]] = True  # the first padding token of a slot
+    return out
+
+
+_PER_TOKEN = {
+    "position_ids": _positions,
+    "segment_ids": _segments,
+    "document_borders": _borders,
+    "seq_idx": _slot_index,
+}
+
+
+def _torch_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty(shape, dtype=dtype)

@@ -9,8 +9,9 @@ where a padded one has two, and the main process paid that per-storage cost, not
 (``python tests/benchmarks/loader_vs_energon.py --docs 300 --rounds 7 --workers 2``;
 docs/benchmarks/loader.md). :func:`one_storage` copies a batch's tensors under :data:`SMALL`
 bytes into one buffer allocated in shared memory and points the fields at views of it; large
-tensors (pixels) keep their own storage. Values, dtypes, shapes and the identity of tensors
-shared by two fields are kept.
+tensors (pixels) keep their own storage, and tensors already in shared memory (a text batch
+written into a shared :class:`~energon_pack.samples.Arena` by ``collate_packs``) stay where
+they are. Values, dtypes, shapes and the identity of tensors shared by two fields are kept.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from typing import Any
 
 import torch
 
+from energon_pack.samples import Arena
+
 __all__ = ["SMALL", "one_storage"]
 
 #: Tensors up to this many bytes go into the shared buffer; larger ones are sent on their own.
 SMALL = 4 << 20
-_ALIGN = 64
 
 
 def one_storage(item: Any) -> Any:
@@ -37,28 +39,11 @@ def one_storage(item: Any) -> Any:
         unique.setdefault(id(t), t)
     if len(unique) < 2:
         return item
-    starts, size = {}, 0
-    for key, t in unique.items():
-        starts[key] = size
-        size += -(-t.numel() * t.element_size() // _ALIGN) * _ALIGN
-    buffer = _shared_bytes(size)
-    views = {}
-    for key, t in unique.items():
-        start = starts[key]
-        view = buffer[start : start + t.numel() * t.element_size()].view(t.dtype).view(t.shape)
-        views[key] = view.copy_(t)
+    arena = Arena(sum(Arena.size(t.shape, t.dtype) for t in unique.values()), shared=True)
+    views = {key: arena.empty(t.shape, t.dtype).copy_(t) for key, t in unique.items()}
     for owner, name, t in slots:
         object.__setattr__(owner, name, views[id(t)])
     return item
-
-
-def _shared_bytes(size: int) -> torch.Tensor:
-    """``size`` bytes allocated in shared memory: the DataLoader then sends their descriptor
-    instead of copying them into a new segment (``share_memory_`` of a tensor copies)."""
-    new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
-    if new_shared is None:  # a torch without it: copied once more, still one segment
-        return torch.empty(size, dtype=torch.uint8)
-    return torch.empty(0, dtype=torch.uint8).set_(new_shared(size))
 
 
 def _collect(obj: Any, out: list[tuple[Any, str, torch.Tensor]], depth: int) -> None:
@@ -80,5 +65,6 @@ def _movable(t: torch.Tensor) -> bool:
         and t.layout == torch.strided
         and not t.requires_grad
         and not t.is_quantized
+        and not t.is_shared()
         and 0 < t.numel() * t.element_size() <= SMALL
     )

@@ -6,6 +6,7 @@ whose adapters speak each kernel's vocabulary; each modality (captioning, multim
 own three types. See docs/concepts/packing.md and docs/concepts/metadata.md.
 """
 
+from energon_pack.samples._arena import Arena
 from energon_pack.samples._batch import (
     PackedCaptioningBatch,
     PackedMultimodalBatch,
@@ -33,6 +34,7 @@ from energon_pack.samples._packed import PackedCaptioningSample, PackedTextSampl
 from energon_pack.samples._rows import RowSource, concat_rows, empty_rows
 
 __all__ = [
+    "Arena",
     "EncodedCaptioningSample",
     "EncodedMultimodalSample",
     "EncodedSample",

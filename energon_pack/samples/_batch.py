@@ -27,6 +27,7 @@ from energon_pack.attention import (
     hf_kwargs,
     packed_seq_params,
 )
+from energon_pack.samples._arena import Arena, in_loader_worker
 from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._encoded import VideoFields
 from energon_pack.samples._packed import (
@@ -195,8 +196,9 @@ class PackedTextBatch(Batch):
         """
         _check_packs(cls, packs)
         length = _row_length(packs, pad_to, pad_to_multiple_of)
-        tokens = _rows([p.tokens for p in packs], length, pad_token_id)
-        labels = _rows([p.labels for p in packs], length, IGNORE_INDEX)
+        arena = _text_arena(packs, length)
+        tokens = _rows([p.tokens for p in packs], arena, length, pad_token_id)
+        labels = _rows([p.labels for p in packs], arena, length, IGNORE_INDEX)
         sources = [s for p in packs for s in (p.__sources__ or ())]
         offsets = [r * length for r in range(len(packs))]
         types = token_types(packs, offsets, labels.numel(), "pack", "batch")
@@ -212,6 +214,7 @@ class PackedTextBatch(Batch):
                 [p.doc_lengths for p in packs],
                 length=length,
                 doc_lengths_padded=[p.doc_lengths_padded for p in packs],
+                empty=arena.empty,
             ),
             sample_keys=[list(p.sample_keys) for p in packs],
             counts=PackingCounts.total(p.counts for p in packs),
@@ -386,17 +389,25 @@ def _stack_mrope(packs: Sequence[PackedCaptioningSample], length: int) -> torch.
     return mrope
 
 
-def _rows(values: Sequence[torch.Tensor], length: int, fill: int) -> torch.Tensor:
-    """``(len(values), length)`` int64: each 1-D tensor at the start of its row, ``fill`` after
-    it. CPU rows are copied through NumPy views (a torch slice assignment costs ~10 us)."""
-    out = torch.full((len(values), length), fill, dtype=torch.int64)
-    if all(v.device.type == "cpu" for v in values):
-        rows = out.numpy()
-        for r, v in enumerate(values):
-            rows[r, : len(v)] = v.numpy()
-    else:
-        for r, v in enumerate(values):
-            out[r, : len(v)] = v
+def _text_arena(packs: Sequence[PackedTextSample], length: int) -> Arena:
+    """One buffer for a batch's tokens, labels and ``cu_seqlens*`` (shared memory in a loader
+    worker: the batch leaves it without a copy)."""
+    rows, slots = len(packs), sum(len(p.doc_lengths) for p in packs)
+    nbytes = 2 * Arena.size((rows, length), torch.int64)  # tokens, labels
+    nbytes += 2 * Arena.size((slots + 1,), torch.int32)  # cu_seqlens, cu_seqlens_padded
+    return Arena(nbytes, shared=in_loader_worker())
+
+
+def _rows(values: Sequence[torch.Tensor], arena: Arena, length: int, fill: int) -> torch.Tensor:
+    """``(len(values), length)`` int64 from ``arena``: each 1-D tensor at the start of its row,
+    ``fill`` after it. CPU rows are copied through NumPy views (a torch slice assignment costs
+    ~10 us)."""
+    out = arena.empty((len(values), length), torch.int64)
+    rows = out.numpy()
+    for r, v in enumerate(values):
+        n = v.shape[0]
+        rows[r, :n] = v.numpy() if v.device.type == "cpu" else v.cpu().numpy()
+        rows[r, n:] = fill
     return out
 
 

@@ -72,8 +72,6 @@ class PackedTextSample(Sample):
     #: (n,) int64 aligned targets; -100 at the last position of each document, where the target
     #: is not in the loss mask, and on alignment padding.
     labels: torch.Tensor
-    #: (n,) int64 position inside the document, reset to 0 per document.
-    position_ids: torch.Tensor
     #: Real document lengths, in order.
     doc_lengths: list[int]
     #: Lengths after alignment padding (== doc_lengths when alignment=1).
@@ -99,6 +97,12 @@ class PackedTextSample(Sample):
     def length(self) -> int:
         """Number of tokens of the pack (alignment padding included)."""
         return int(self.tokens.shape[0])
+
+    @property
+    def position_ids(self) -> torch.Tensor:
+        """(n,) int64 position inside the document, reset to 0 per document slot (computed
+        from ``doc_lengths_padded`` when read; a batch computes its own)."""
+        return position_ids_from_lengths(self.doc_lengths_padded)
 
     @classmethod
     def from_documents(
@@ -132,7 +136,6 @@ class PackedTextSample(Sample):
             __sources__=_sources(samples),
             tokens=tokens,
             labels=labels,
-            position_ids=position_ids_from_lengths(padded),
             doc_lengths=lengths,
             doc_lengths_padded=padded,
             sample_keys=keys,
@@ -410,7 +413,12 @@ def _aligned_labels(tokens: np.ndarray, loss_mask: np.ndarray, starts: Sequence[
     labels = np.empty(tokens.shape, dtype=np.int64)
     labels[:-1] = tokens[1:]
     labels[-1:] = IGNORE_INDEX
-    np.putmask(labels[:-1], ~loss_mask[1:].astype(bool, copy=False), IGNORE_INDEX)
+    mask = loss_mask.astype(bool, copy=False)
+    holes = len(mask) - np.count_nonzero(mask)
+    # untrained tokens only at the documents' starts (BOS): their -100 are the ends' below
+    at_starts_only = holes == len(starts) and not mask[list(starts)].any()
+    if holes and not at_starts_only:
+        np.putmask(labels[:-1], ~mask[1:], IGNORE_INDEX)
     if len(starts) > 1:
         labels[np.asarray(starts[1:], dtype=np.int64) - 1] = IGNORE_INDEX
     return labels

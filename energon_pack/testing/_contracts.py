@@ -95,7 +95,7 @@ def _equal(a: Any, b: Any, path: str, loose_keys: bool = False) -> None:
     elif dataclasses.is_dataclass(a) and not isinstance(a, type):
         assert type(a) is type(b), f"{path}: {type(a).__name__} != {type(b).__name__}"
         for f in dataclasses.fields(a):
-            if f.name in RUN_RECORD_FIELDS:
+            if f.name in RUN_RECORD_FIELDS or not f.compare:  # compare=False: derived
                 continue
             x, y = getattr(a, f.name), getattr(b, f.name)
             if loose_keys and f.name == "__restore_key__":

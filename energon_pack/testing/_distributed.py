@@ -172,8 +172,8 @@ def _feed(h: Any, value: Any) -> None:
 
 def _feed_fields(h: Any, item: Any) -> None:
     h.update(type(item).__name__.encode())
-    for f in dataclasses.fields(item):
-        if f.name != "__restore_key__" and f.name not in RUN_RECORD_FIELDS:
+    for f in dataclasses.fields(item):  # compare=False: derived (DocumentMetadata.computed)
+        if f.compare and f.name != "__restore_key__" and f.name not in RUN_RECORD_FIELDS:
             h.update(f.name.encode())
             _feed(h, getattr(item, f.name))
 

@@ -35,10 +35,14 @@ def test_digest_sees_every_field_but_the_restore_key() -> None:
 
 def test_digest_descends_into_the_batch_metadata() -> None:
     batch = collate_packs([pack_documents([doc("a", [2, 7, 3])])], pad_to=4096)
-    seg = batch.metadata.segment_ids.clone()
-    seg[0, 2048] = 5  # in the middle that a tensor's repr leaves out
-    meta = dataclasses.replace(batch.metadata, segment_ids=seg)
+    cu = batch.metadata.cu_seqlens.clone()
+    cu[-1] = 4
+    meta = dataclasses.replace(batch.metadata, cu_seqlens=cu)
     assert item_digest(dataclasses.replace(batch, metadata=meta)) != item_digest(batch)
+    # the per-token fields a reader computed are derived, not part of the item
+    computed = collate_packs([pack_documents([doc("a", [2, 7, 3])])], pad_to=4096)
+    assert computed.position_ids[0, 2048] == 2048
+    assert item_digest(computed) == item_digest(batch)
 
 
 def test_item_record_of_a_pack_and_of_a_batch() -> None:

@@ -82,11 +82,13 @@ def test_same_item_descends_into_the_batch_metadata() -> None:
     meta = dataclasses.replace(b.metadata, max_seqlen=4)
     with pytest.raises(AssertionError, match=r"batch\.metadata\.max_seqlen: 3 != 4"):
         assert_same_item(a, dataclasses.replace(b, metadata=meta), what="batch")
-    seq_idx = b.metadata.seq_idx.clone()
-    seq_idx[0, -1] = 7
-    meta = dataclasses.replace(b.metadata, seq_idx=seq_idx)
-    with pytest.raises(AssertionError, match=r"batch\.metadata\.seq_idx: tensors differ"):
+    cu = b.metadata.cu_seqlens_padded.clone()
+    cu[-1] = 7
+    meta = dataclasses.replace(b.metadata, cu_seqlens_padded=cu)
+    with pytest.raises(AssertionError, match=r"batch\.metadata\.cu_seqlens_padded: tensors"):
         assert_same_item(a, dataclasses.replace(b, metadata=meta), what="batch")
+    b.position_ids  # computed fields are derived from the lengths: not compared
+    assert_same_item(a, b, what="batch")
 
 
 def test_same_item_loose_keys_compares_restore_key_shape_only() -> None:

@@ -43,21 +43,47 @@ def _text_batch(tokenizer, corpus):
     return collate_packs(packs, pad_to=3 * 64)
 
 
+def test_a_text_batch_is_written_into_one_storage(tokenizer, corpus) -> None:
+    """``collate_packs`` writes tokens, labels and ``cu_seqlens*`` into one buffer (shared
+    memory only in a loader worker); the per-token metadata is computed when read."""
+    batch = _text_batch(tokenizer, corpus)
+    tensors = _tensors(batch)
+    assert set(tensors) == {
+        "PackedTextBatch.tokens",
+        "PackedTextBatch.labels",
+        "DocumentMetadata.cu_seqlens",
+        "DocumentMetadata.cu_seqlens_padded",
+    }
+    assert len({t.untyped_storage().data_ptr() for t in tensors.values()}) == 1
+    assert not batch.tokens.is_shared()
+    assert batch.metadata.computed == {}
+    positions = batch.position_ids
+    assert batch.metadata.computed == {"position_ids": positions}
+    assert batch.position_ids is positions  # computed once
+
+
 def test_small_tensors_share_one_storage_values_unchanged(tokenizer, corpus) -> None:
     batch = _text_batch(tokenizer, corpus)
-    before = {k: v.clone() for k, v in _tensors(batch).items()}
-    assert len({t.untyped_storage().data_ptr() for t in _tensors(batch).values()}) > 2
+    apart = {k: v.clone() for k, v in _tensors(batch).items()}  # one storage each
+    batch.tokens, batch.labels = apart["PackedTextBatch.tokens"], apart["PackedTextBatch.labels"]
+    meta = dataclasses.replace(
+        batch.metadata,
+        cu_seqlens=apart["DocumentMetadata.cu_seqlens"],
+        cu_seqlens_padded=apart["DocumentMetadata.cu_seqlens_padded"],
+    )
+    batch.metadata = meta
     moved = one.one_storage(batch)
     assert moved is batch
     after = _tensors(batch)
-    assert after.keys() == before.keys()
-    for name, value in before.items():
+    assert after.keys() == apart.keys()
+    for name, value in apart.items():
         assert after[name].dtype == value.dtype and after[name].shape == value.shape, name
         assert torch.equal(after[name], value), name
     assert len({t.untyped_storage().data_ptr() for t in after.values()}) == 1
     assert after["PackedTextBatch.tokens"].untyped_storage().is_shared()
-    # the read-only views of the metadata follow it
-    assert torch.equal(batch.position_ids, before["DocumentMetadata.position_ids"])
+    # a batch already in shared memory stays where it is
+    tokens = batch.tokens
+    assert one.one_storage(batch).tokens is tokens
 
 
 def test_large_tensors_and_shared_fields_keep_their_identity(
@@ -116,10 +142,11 @@ def test_a_worker_sends_one_storage_and_restore_sample_reproduces(text_dataset, 
                                packing_buffer_size=6, batch_size=2)
         batches = list(mk())
         storages = [len({{t.untyped_storage().data_ptr() for t in (b.tokens, b.labels,
-                     b.metadata.position_ids, b.metadata.seq_idx, b.metadata.cu_seqlens)}})
+                     b.metadata.cu_seqlens, b.metadata.cu_seqlens_padded)}})
                     for b in batches]
+        shared = [b.tokens.is_shared() for b in batches]
         assert_restore_sample_reproduces(mk, batches, order_seed=1)
-        print(json.dumps({{"storages": storages, "workers": sorted({{b.__restore_key__[1] for b in batches}})}}))
+        print(json.dumps({{"storages": storages, "shared": shared, "workers": sorted({{b.__restore_key__[1] for b in batches}})}}))
         """
     )
     out = subprocess.run(
@@ -129,3 +156,4 @@ def test_a_worker_sends_one_storage_and_restore_sample_reproduces(text_dataset, 
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["workers"] == [0, 1]
     assert result["storages"] and set(result["storages"]) == {1}
+    assert all(result["shared"])  # written into shared memory by the worker

@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``Arena``: a batch's tensors carved out of one buffer, in shared memory inside a loader
+worker. torch's DataLoader sends each storage of a worker's item through shared memory (one
+segment, descriptor and mapping per storage, and a copy into it): a batch written straight
+into one shared buffer goes out as it is, with no copy (docs/benchmarks/loader.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["Arena", "shared_bytes"]
+
+_ALIGN = 64
+
+
+def shared_bytes(size: int) -> torch.Tensor:
+    """``size`` bytes (uint8) allocated in shared memory: the DataLoader then sends their
+    descriptor instead of copying them into a new segment (``share_memory_`` copies)."""
+    new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
+    if new_shared is None:  # a torch without it: copied once more, still one segment
+        return torch.empty(size, dtype=torch.uint8)
+    return torch.empty(0, dtype=torch.uint8).set_(new_shared(size))
+
+
+def in_loader_worker() -> bool:
+    """Whether this process is a torch DataLoader worker (its items are sent to the trainer)."""
+    return torch.utils.data.get_worker_info() is not None
+
+
+class Arena:
+    """Uninitialised tensors of the given shapes and dtypes, each a view of one buffer of
+    ``nbytes`` (:meth:`size` adds a request's share), shared memory when ``shared``.
+
+    ``a = Arena(Arena.size((2, 3), torch.int64) + Arena.size((4,), torch.int32))``, then
+    ``a.empty((2, 3), torch.int64)`` and ``a.empty((4,), torch.int32)``.
+    """
+
+    def __init__(self, nbytes: int, *, shared: bool = False) -> None:
+        self.buffer = shared_bytes(nbytes) if shared else torch.empty(nbytes, dtype=torch.uint8)
+        self.used = 0
+
+    @staticmethod
+    def size(shape: tuple[int, ...], dtype: torch.dtype) -> int:
+        """Bytes a ``shape`` tensor of ``dtype`` takes in an arena (aligned)."""
+        nbytes = math.prod(shape) * dtype.itemsize
+        return -(-nbytes // _ALIGN) * _ALIGN
+
+    def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """The next ``shape`` tensor of ``dtype``; ValueError past the arena's size."""
+        end = self.used + self.size(shape, dtype)
+        if end > len(self.buffer):
+            raise ValueError(
+                f"arena of {len(self.buffer)} bytes cannot hold a {tuple(shape)} {dtype} tensor "
+                f"after {self.used} bytes; size it with Arena.size of every request"
+            )
+        nbytes = math.prod(shape) * dtype.itemsize
+        out = self.buffer[self.used : self.used + nbytes].view(dtype).view(shape)
+        self.used = end
+        return out

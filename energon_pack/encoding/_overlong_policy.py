@@ -32,7 +32,7 @@ def apply_overlong_policy(
     the spans no cut may fall inside, each covering whole media spans (``None``: the media
     spans, ``doc.media_spans()``)."""
     policy = OverlongPolicy(policy)
-    n = len(doc.tokens)
+    n = doc.tokens.shape[0]
     key = doc.__key__
     if n <= pack_size:
         return [doc]

@@ -133,7 +133,8 @@ def _document(
         tokens = np.fromiter(ids, dtype=np.int64, count=len(ids))
     else:
         tokens = np.concatenate([np.asarray(p, dtype=np.int64).reshape(-1) for p in parts])
-    loss_mask = np.ones(len(tokens), dtype=bool)
+    loss_mask = np.empty(len(tokens), dtype=bool)
+    loss_mask.fill(True)  # np.ones costs twice as much
     loss_mask[: len(head) + len(prompt) if len(tokens) else 0] = False
     return torch.from_numpy(tokens), torch.from_numpy(loss_mask)
 

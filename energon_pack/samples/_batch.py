@@ -40,6 +40,7 @@ from energon_pack.samples._packed import (
     concat_media,
     one_family,
     token_types,
+    write_labels,
 )
 from energon_pack.samples._types import TypeRegistry
 
@@ -198,7 +199,7 @@ class PackedTextBatch(Batch):
         length = _row_length(packs, pad_to, pad_to_multiple_of)
         arena = _text_arena(packs, length)
         tokens = _rows([p.tokens for p in packs], arena, length, pad_token_id)
-        labels = _rows([p.labels for p in packs], arena, length, IGNORE_INDEX)
+        labels = _label_rows(packs, tokens, arena)
         sources = [s for p in packs for s in (p.__sources__ or ())]
         offsets = [r * length for r in range(len(packs))]
         types = token_types(packs, offsets, labels.numel(), "pack", "batch")
@@ -408,6 +409,21 @@ def _rows(values: Sequence[torch.Tensor], arena: Arena, length: int, fill: int) 
         n = v.shape[0]
         rows[r, :n] = v.numpy() if v.device.type == "cpu" else v.cpu().numpy()
         rows[r, n:] = fill
+    return out
+
+
+def _label_rows(
+    packs: Sequence[PackedTextSample], tokens: torch.Tensor, arena: Arena
+) -> torch.Tensor:
+    """``(B, L)`` int64 labels from ``arena``: each pack's (:func:`write_labels` over its row of
+    ``tokens``), -100 on the tail padding."""
+    out = arena.empty(tuple(tokens.shape), torch.int64)
+    rows, token_rows = out.numpy(), tokens.numpy()
+    for r, p in enumerate(packs):
+        n = p.length
+        mask = p.loss_mask.cpu().numpy()
+        write_labels(rows[r, :n], token_rows[r, :n], mask, p.doc_lengths, p.doc_lengths_padded)
+        rows[r, n:] = IGNORE_INDEX
     return out
 
 

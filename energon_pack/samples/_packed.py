@@ -69,9 +69,9 @@ class PackedTextSample(Sample):
 
     #: (n,) int64 token ids, n = sum(doc_lengths_padded).
     tokens: torch.Tensor
-    #: (n,) int64 aligned targets; -100 at the last position of each document, where the target
-    #: is not in the loss mask, and on alignment padding.
-    labels: torch.Tensor
+    #: (n,) bool, the documents' loss masks (False on alignment padding): token ``i`` is a
+    #: target of position ``i - 1`` of its document when True (see :attr:`labels`).
+    loss_mask: torch.Tensor
     #: Real document lengths, in order.
     doc_lengths: list[int]
     #: Lengths after alignment padding (== doc_lengths when alignment=1).
@@ -97,6 +97,22 @@ class PackedTextSample(Sample):
     def length(self) -> int:
         """Number of tokens of the pack (alignment padding included)."""
         return int(self.tokens.shape[0])
+
+    @property
+    def labels(self) -> torch.Tensor:
+        """(n,) int64 aligned targets (``labels[i]`` is the token position ``i`` predicts);
+        -100 at the last token of each document, where the target is not in the loss mask
+        and on alignment padding (computed from the fields when read; a batch writes its own
+        into its rows)."""
+        out = np.empty(self.length, dtype=np.int64)
+        write_labels(
+            out,
+            self.tokens.cpu().numpy(),
+            self.loss_mask.cpu().numpy(),
+            self.doc_lengths,
+            self.doc_lengths_padded,
+        )
+        return torch.from_numpy(out).to(self.tokens.device)
 
     @property
     def position_ids(self) -> torch.Tensor:
@@ -127,7 +143,7 @@ class PackedTextSample(Sample):
         lengths = _check_documents(cls, samples)
         padded = aligned_lengths(lengths, alignment)
         layout = PackLayout(lengths, padded, list(itertools.accumulate(padded, initial=0))[:-1])
-        tokens, labels = _tokens_and_labels(samples, layout, pad_token_id)
+        tokens, loss_mask = _tokens_and_mask(samples, layout, pad_token_id)
         keys = [s.__key__ for s in samples]
         return cls(
             __key__=",".join(keys),
@@ -135,7 +151,7 @@ class PackedTextSample(Sample):
             __subflavors__=samples[0].__subflavors__,
             __sources__=_sources(samples),
             tokens=tokens,
-            labels=labels,
+            loss_mask=loss_mask,
             doc_lengths=lengths,
             doc_lengths_padded=padded,
             sample_keys=keys,
@@ -407,48 +423,57 @@ def _sources(samples: Sequence[Sample]) -> tuple[Any, ...] | None:
     return tuple(seen) if any(s.__sources__ is not None for s in samples) else None
 
 
-def _aligned_labels(tokens: np.ndarray, loss_mask: np.ndarray, starts: Sequence[int]) -> np.ndarray:
-    """labels[i] = tokens[i+1] if loss_mask[i+1], -100 at the last token of each document (the
-    token before each of ``starts`` but the first)."""
-    labels = np.empty(tokens.shape, dtype=np.int64)
-    labels[:-1] = tokens[1:]
-    labels[-1:] = IGNORE_INDEX
+def write_labels(
+    out: np.ndarray,
+    tokens: np.ndarray,
+    loss_mask: np.ndarray,
+    lengths: Sequence[int],
+    padded: Sequence[int],
+) -> None:
+    """Write the aligned labels of a pack's ``tokens`` into ``out`` (all ``(n,)``):
+    ``out[i] = tokens[i+1]`` where ``loss_mask[i+1]``, -100 at each document's last token, on
+    alignment padding and elsewhere. ``lengths`` / ``padded``: the documents' real and slot
+    lengths, in order."""
+    out[:-1] = tokens[1:]
+    out[-1:] = IGNORE_INDEX
     mask = loss_mask.astype(bool, copy=False)
+    starts = list(itertools.accumulate(padded, initial=0))
     holes = len(mask) - np.count_nonzero(mask)
     # untrained tokens only at the documents' starts (BOS): their -100 are the ends' below
-    at_starts_only = holes == len(starts) and not mask[list(starts)].any()
-    if holes and not at_starts_only:
-        np.putmask(labels[:-1], ~mask[1:], IGNORE_INDEX)
-    if len(starts) > 1:
-        labels[np.asarray(starts[1:], dtype=np.int64) - 1] = IGNORE_INDEX
-    return labels
+    if holes and not (holes == len(lengths) and not mask[starts[:-1]].any()):
+        np.putmask(out[:-1], ~mask[1:], IGNORE_INDEX)
+    ends = [start + n - 1 for start, n in zip(starts, lengths)]
+    out[ends] = IGNORE_INDEX
+    for start, n, slot in zip(starts, lengths, padded):
+        if n < slot:
+            out[start + n : start + slot] = IGNORE_INDEX
 
 
-def _tokens_and_labels(
+def _tokens_and_mask(
     samples: Sequence[EncodedSample], layout: PackLayout, pad_token_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Concatenated tokens and aligned labels, alignment padding included (NumPy per token)."""
-    if len(samples) == 1:  # the mask is only read; the tokens are the pack's own copy
-        tokens, mask = samples[0].tokens.numpy().copy(), samples[0].loss_mask.numpy()
-    else:
-        tokens = np.concatenate([s.tokens.numpy() for s in samples])
-        mask = np.concatenate([s.loss_mask.numpy() for s in samples])
-    unpadded = layout.padded == layout.lengths  # the slots start where the documents do
-    starts = layout.starts
-    if not unpadded:  # the documents' own starts, without the alignment padding
-        starts = list(itertools.accumulate(layout.lengths, initial=0))[:-1]
-    labels = _aligned_labels(tokens, mask, starts)
-    if not unpadded:
+    """Concatenated tokens and loss masks, alignment padding included (``pad_token_id``,
+    False). A lone document's tokens are kept when they are a whole tensor (not a view into
+    a split document's, which would travel whole)."""
+    if len(samples) == 1 and layout.padded == layout.lengths:
+        tokens, mask = samples[0].tokens, samples[0].loss_mask
+        whole = tokens.storage_offset() == 0 and tokens.untyped_storage().nbytes() == (
+            tokens.numel() * tokens.element_size()
+        )
+        return tokens if whole else tokens.clone(), mask.to(torch.bool)
+    tokens = np.concatenate([s.tokens.numpy() for s in samples])
+    mask = np.concatenate([s.loss_mask.numpy() for s in samples]).astype(bool, copy=False)
+    if layout.padded != layout.lengths:
         n = sum(layout.padded)
         real = np.concatenate(
             [np.arange(st, st + ln) for st, ln in zip(layout.starts, layout.lengths)]
         )
         out_tokens = np.full(n, pad_token_id, dtype=tokens.dtype)
         out_tokens[real] = tokens
-        out_labels = np.full(n, IGNORE_INDEX, dtype=np.int64)
-        out_labels[real] = labels
-        tokens, labels = out_tokens, out_labels
-    return torch.from_numpy(tokens), torch.from_numpy(labels)
+        out_mask = np.zeros(n, dtype=bool)
+        out_mask[real] = mask
+        tokens, mask = out_tokens, out_mask
+    return torch.from_numpy(tokens), torch.from_numpy(mask)
 
 
 def pack_documents(

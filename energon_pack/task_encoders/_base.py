@@ -183,7 +183,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         result = self.encode_document(sample)
         docs = [result] if isinstance(result, EncodedSample) else result
         for doc in docs:
-            if len(doc.tokens) == 0:
+            if doc.tokens.shape[0] == 0:
                 self._stats_now().record_drop(doc.__key__, "encoded to zero tokens", kind="empty")
                 continue
             for piece in apply_overlong_policy(
@@ -287,7 +287,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         if not self._warned_small_buffer and len(samples) >= buffer:
             # A full buffer (not the end-of-data flush) that cannot fill a pack: say so once.
             self._warned_small_buffer = warn_if_buffer_too_small(
-                [len(s.tokens) for s in samples], self.config.pack_size, len(samples)
+                [s.tokens.shape[0] for s in samples], self.config.pack_size, len(samples)
             )
         if not self.packing_groups:
             return self._select(samples, self.config)
@@ -299,7 +299,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
     @staticmethod
     def _select(samples: list[EncodedSample], spec: PackingSpec) -> list[list[EncodedSample]]:
         """``samples`` in bins of ``spec``'s algorithm, limits and budgets."""
-        lengths = [len(s.tokens) for s in samples]
+        lengths = [s.tokens.shape[0] for s in samples]
         media = MediaLoad.of(s.media_load for s in samples) if spec.uses_media else None
         bins = pack_lengths(lengths, spec, media=media)
         return [[samples[i] for i in b] for b in bins]
@@ -342,7 +342,7 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
 
     def packed_length(self, sample: EncodedSample) -> int:
         """Pack slots a document occupies: its length rounded up to the alignment."""
-        return self.config.slots(len(sample.tokens))
+        return self.config.slots(sample.tokens.shape[0])
 
     def blend_sample_size(self, raw_sample: Any) -> int:
         """Hook (energon PR #238's name): the size a raw sample adds to its dataset's share of a

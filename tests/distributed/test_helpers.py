@@ -24,9 +24,9 @@ def test_digest_sees_every_field_but_the_restore_key() -> None:
     # energon renumbers restore keys of interrupted generators on resume: not compared
     moved = dataclasses.replace(pack, __restore_key__=("Webdataset", 1))
     assert item_digest(moved) == item_digest(pack)
-    label = pack.labels.clone()
-    label[0] = -100
-    assert item_digest(dataclasses.replace(pack, labels=label)) != item_digest(pack)
+    mask = pack.loss_mask.clone()
+    mask[1] = False  # the first document's first target
+    assert item_digest(dataclasses.replace(pack, loss_mask=mask)) != item_digest(pack)
     assert item_digest(dataclasses.replace(pack, doc_lengths=[3, 2])) != item_digest(pack)
     # same values, other dtype: a different item
     wide = dataclasses.replace(pack, tokens=pack.tokens.to(torch.int32))

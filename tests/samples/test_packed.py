@@ -12,6 +12,7 @@ from energon_pack.samples import (
     EncodedCaptioningSample,
     PackedCaptioningSample,
     PackedTextSample,
+    collate_packs,
     pack_documents,
 )
 from energon_pack_tools import make_document
@@ -60,13 +61,10 @@ def test_random_packs_labels_match_a_per_document_loop(seed: int) -> None:
     docs = []
     for i in range(rng.randint(1, 6)):
         n = rng.choice([1, 2, rng.randint(1, 50)])
-        docs.append(
-            doc(
-                str(i),
-                [rng.randrange(100) for _ in range(n)],
-                [rng.random() < 0.7 for _ in range(n)],
-            )
-        )
+        # random targets, or pretraining's (all but BOS: the labels' fast path)
+        bos_only = rng.random() < 0.5
+        mask = [i > 0 for i in range(n)] if bos_only else [rng.random() < 0.7 for _ in range(n)]
+        docs.append(doc(str(i), [rng.randrange(100) for _ in range(n)], mask))
     alignment = rng.choice([1, 2, 8])
     pack = pack_documents(docs, alignment=alignment, pad_token_id=-1)
     expected_labels, expected_pos, expected_tokens = [], [], []
@@ -81,6 +79,11 @@ def test_random_packs_labels_match_a_per_document_loop(seed: int) -> None:
     assert pack.tokens.tolist() == expected_tokens
     assert pack.labels.tolist() == expected_labels
     assert pack.position_ids.tolist() == expected_pos
+    # a batch writes the same labels into its rows, -100 on the tail
+    tail = rng.randint(0, 5)
+    batch = collate_packs([pack, pack], pad_to=pack.length + tail)
+    for row in batch.labels.tolist():
+        assert row == expected_labels + [-100] * tail
 
 
 def cap(

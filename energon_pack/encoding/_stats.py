@@ -13,6 +13,7 @@ each process counts its own; every pack carries its worker's
 from __future__ import annotations
 
 import logging
+import operator
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ logger = logging.getLogger("energon_pack.stats")
 
 #: The integer counters of ``PackingCounts``: ``PackingStats`` has each as an attribute.
 _COUNTERS = INT_COUNTERS
+_NO_DATASETS = ((),) * len(DATASET_COUNTERS)
 
 
 @dataclass(kw_only=True)
@@ -131,9 +133,12 @@ class PackingStats:
         ``stats.record_pack(doc_lengths=[5, 3], pack_size=8); stats.take_counts().packs == 1``;
         a second ``take_counts()`` right after it is all zeros.
         """
-        now, taken = self._now, self._taken_ints
-        ints = [now[name] - taken[name] for name in _COUNTERS]
+        now = self._now
+        # both dicts hold every counter in one order (dict.fromkeys(_COUNTERS))
+        ints = list(map(operator.sub, now.values(), self._taken_ints.values()))
         self._taken_ints = dict(now)
+        if not any(self._per_dataset.values()) and not any(self._taken_per):
+            return _counts(ints, _NO_DATASETS)  # no blend: nothing per dataset
         per = [trimmed(self._per_dataset[name]) for name in DATASET_COUNTERS]
         delta = [_add(a, b, -1) for a, b in zip(per, self._taken_per)]
         self._taken_per = per

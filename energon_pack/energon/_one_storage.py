@@ -1,17 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A batch leaves a loader worker with its small tensors in one storage.
+"""An item leaves a loader worker with its small tensors in one storage.
 
 torch's DataLoader sends each tensor storage of a worker's item through shared memory: one
-segment, one file descriptor and one mapping per storage, on both sides. A packed batch has
-eight or more (tokens, labels, positions, segment ids, borders, ``seq_idx``, ``cu_seqlens``, ...)
-where a padded one has two, and the main process paid that per-storage cost, not the bytes:
-140 ms of CPU per 300-document epoch at 2 workers where a plain loader's paid 70, 80 ms since
-(``python tests/benchmarks/loader_vs_energon.py --docs 300 --rounds 7 --workers 2``;
-docs/benchmarks/loader.md). :func:`one_storage` copies a batch's tensors under :data:`SMALL`
-bytes into one buffer allocated in shared memory and points the fields at views of it; large
-tensors (pixels) keep their own storage, and tensors already in shared memory (a text batch
-written into a shared :class:`~energon_pack.samples.Arena` by ``collate_packs``) stay where
-they are. Values, dtypes, shapes and the identity of tensors shared by two fields are kept.
+segment, one file descriptor and one mapping per storage, on both sides, and a copy into it.
+The main process paid that per storage, not per byte (docs/benchmarks/loader.md, second pass).
+A text batch is written into one shared buffer by ``collate_packs`` already
+(:class:`~energon_pack.samples.Arena`); :func:`one_storage` moves the rest (media batches'
+small fields, a pack sent unbatched, a subclass's extra fields): it copies the item's tensors
+under :data:`SMALL` bytes that are not in shared memory yet into one shared buffer and points
+the fields at views of it. Large tensors (pixels) keep their own storage. Values, dtypes,
+shapes and the identity of tensors shared by two fields are kept; a view is sent as its own
+bytes, not its base's.
 """
 
 from __future__ import annotations

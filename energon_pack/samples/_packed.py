@@ -453,14 +453,11 @@ def _tokens_and_mask(
     samples: Sequence[EncodedSample], layout: PackLayout, pad_token_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Concatenated tokens and loss masks, alignment padding included (``pad_token_id``,
-    False). A lone document's tokens are kept when they are a whole tensor (not a view into
-    a split document's, which would travel whole)."""
+    False). A lone document's are the pack's, not copied (documents are not changed after
+    ``encode_sample``; a split piece is a view of its document's, which a worker sends as
+    the view alone: ``one_storage``)."""
     if len(samples) == 1 and layout.padded == layout.lengths:
-        tokens, mask = samples[0].tokens, samples[0].loss_mask
-        whole = tokens.storage_offset() == 0 and tokens.untyped_storage().nbytes() == (
-            tokens.numel() * tokens.element_size()
-        )
-        return tokens if whole else tokens.clone(), mask.to(torch.bool)
+        return samples[0].tokens, samples[0].loss_mask.to(torch.bool)
     tokens = np.concatenate([s.tokens.numpy() for s in samples])
     mask = np.concatenate([s.loss_mask.numpy() for s in samples]).astype(bool, copy=False)
     if layout.padded != layout.lengths:

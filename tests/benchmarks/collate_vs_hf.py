@@ -10,9 +10,9 @@ token ids. The documents are grouped into packs once (``pack_lengths``, the defa
 planning is not timed: the HF collator does not plan), 8 packs per batch. Per batch, timed:
 
 * ``energon-pack``: ``PackedTextSample.from_documents`` for each of the 8 packs, then
-  ``collate_packs(pad_to=pack)``: ``(8, pack)`` tokens and labels plus the metadata
-  (``cu_seqlens``, ``position_ids``, ``seq_idx``, segment ids, ...), then
-  ``batch.flash_attn_kwargs()`` (the ``cu_seqlens``/``max_seqlen`` a varlen kernel takes);
+  ``collate_packs(pad_to=pack)``: ``(8, pack)`` tokens and labels plus ``cu_seqlens*``,
+  then ``batch.flash_attn_kwargs()`` (the ``cu_seqlens``/``max_seqlen`` a varlen kernel
+  takes), ``batch.position_ids`` and ``batch.seq_idx`` (computed when read);
 * ``HF (lists)``: ``DataCollatorWithFlattening(return_flash_attn_kwargs=True,
   return_position_ids=True, return_seq_idx=True)`` on the same documents as
   ``{"input_ids": list[int]}`` (a ``datasets`` row), one ``(1, tokens)`` row;
@@ -91,12 +91,13 @@ def energon_inputs(batch_tokens: list[list[np.ndarray]]) -> list[list[EncodedSam
 
 def energon_collate(packs: list[list[EncodedSample]], pack_size: int):
     batch = collate_packs([PackedTextSample.from_documents(p) for p in packs], pad_to=pack_size)
-    return batch, batch.flash_attn_kwargs()
+    # what HF's collator returns: the varlen kwargs, position ids and seq_idx (computed on read)
+    return batch, batch.flash_attn_kwargs(), batch.position_ids, batch.seq_idx
 
 
 def check_same(packs, hf_out: dict, pack_size: int) -> None:
     """Both sides hold the same documents, positions, cu_seqlens and targets."""
-    batch, _ = energon_collate(packs, pack_size)
+    batch = energon_collate(packs, pack_size)[0]
     real = batch.segment_ids.view(-1) > 0
     assert torch.equal(batch.tokens.view(-1)[real], hf_out["input_ids"][0])
     assert torch.equal(batch.position_ids.view(-1)[real], hf_out["position_ids"][0])

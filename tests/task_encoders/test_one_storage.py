@@ -157,3 +157,18 @@ def test_a_worker_sends_one_storage_and_restore_sample_reproduces(text_dataset, 
     assert result["workers"] == [0, 1]
     assert result["storages"] and set(result["storages"]) == {1}
     assert all(result["shared"])  # written into shared memory by the worker
+
+
+def test_a_pack_of_a_split_piece_leaves_as_the_piece_alone() -> None:
+    """A lone document's tokens are the pack's without a copy; a split piece's are a view of
+    its whole document's, and ``one_storage`` sends only the view's bytes."""
+    from energon_pack_tools import make_document
+
+    whole = make_document("a", list(range(1, 101)))
+    piece = whole.slice(0, 10, key="a#0")
+    pack = pack_documents([piece])
+    assert pack.tokens.data_ptr() == whole.tokens.data_ptr()  # no copy
+    assert pack.tokens.untyped_storage().nbytes() == 100 * 8
+    one.one_storage(pack)
+    assert pack.tokens.tolist() == list(range(1, 11))
+    assert pack.tokens.untyped_storage().nbytes() < 100 * 8

@@ -258,7 +258,7 @@ def test_the_loader_benchmark_runs_and_every_loader_delivers_the_same_tokens(
 
     script = Path(__file__).parent / "benchmarks" / "loader_vs_energon.py"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    args = ["--docs", "24", "--rounds", "1", "--split", "--buffer", "8"]
+    args = ["--docs", "24", "--rounds", "1", "--split", "--buffer", "8", "--read", "position_ids"]
     out = subprocess.run(
         [sys.executable, "-W", "ignore", str(script), *args],
         capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, check=True,

@@ -3,7 +3,7 @@
 
 torch's DataLoader sends each tensor storage of a worker's item through shared memory: one
 segment, one file descriptor and one mapping per storage, on both sides, and a copy into it.
-The main process paid that per storage, not per byte (docs/benchmarks/loader.md, second pass).
+The main process paid that per storage, not per byte (docs/benchmarks/loader.md, fourth pass).
 A text batch is written into one shared buffer by ``collate_packs`` already
 (:class:`~energon_pack.samples.Arena`); :func:`one_storage` moves the rest (media batches'
 small fields, a pack sent unbatched, a subclass's extra fields): it copies the item's tensors

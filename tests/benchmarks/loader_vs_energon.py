@@ -25,7 +25,9 @@ loader: median wall and CPU (this process and its workers) per real token, the r
 is built, i.e. without the one-off cost of building it), the time spent building the loader
 (energon-pack: mostly the resume fingerprint) and to the first batch (build included), and
 p50/p99 gaps between batches. ``--step-us-per-token`` sleeps after each batch for
-that many microseconds per delivered slot (a simulated accelerator step). ``--cached-tokens``
+that many microseconds per delivered slot (a simulated accelerator step); ``--read
+position_ids,segment_ids`` has the consumer read those per-token fields of each packed batch
+(computed in the main process when read). ``--cached-tokens``
 tokenizes every text once up front, so that only the loaders' own work is timed; ``--split`` times
 the tokenizer's ``encode`` calls inside each epoch instead (in this process or its workers) and
 prints each loader's CPU split into tokenizing and the rest (the same documents, the real
@@ -268,6 +270,9 @@ def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> di
         stamps.append(time.perf_counter())
         r, s = real_tokens(batch)
         real, slots = real + r, slots + s
+        for name in args.read:  # per-token metadata a training step would read (packed only)
+            if not isinstance(batch, PlainBatch):
+                getattr(batch, name)
         if args.step_us_per_token:
             time.sleep(s * args.step_us_per_token * 1e-6)
     cpu1 = cpu_seconds()  # the loader (and its workers) still alive
@@ -308,6 +313,12 @@ def main() -> None:
     )
     parser.add_argument("--loaders", default=",".join(LOADERS))
     parser.add_argument(
+        "--read",
+        default="",
+        help="comma-separated per-token fields the consumer reads from each packed batch "
+        "(e.g. position_ids: what a flash-attention step reads; computed when read)",
+    )
+    parser.add_argument(
         "--split",
         action="store_true",
         help="split each epoch's CPU into tokenizing and the rest",
@@ -317,6 +328,7 @@ def main() -> None:
         parser.error("--split times the tokenizer's calls: leave out --cached-tokens")
     torch.set_num_threads(1)
     names = args.loaders.split(",")
+    args.read = [n for n in args.read.split(",") if n]
 
     with tempfile.TemporaryDirectory() as tmp:
         texts = load_texts(args.corpus, args.docs)

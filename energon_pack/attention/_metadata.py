@@ -85,9 +85,7 @@ class DocumentMetadata:
             self,
             cu_seqlens=self.cu_seqlens.to(device, non_blocking=non_blocking),
             cu_seqlens_padded=self.cu_seqlens_padded.to(device, non_blocking=non_blocking),
-            computed={
-                k: v.to(device, non_blocking=non_blocking) for k, v in self.computed.items()
-            },
+            computed={k: v.to(device, non_blocking=non_blocking) for k, v in self.computed.items()},
         )
 
 

@@ -87,7 +87,7 @@ def test_same_item_descends_into_the_batch_metadata() -> None:
     meta = dataclasses.replace(b.metadata, cu_seqlens_padded=cu)
     with pytest.raises(AssertionError, match=r"batch\.metadata\.cu_seqlens_padded: tensors"):
         assert_same_item(a, dataclasses.replace(b, metadata=meta), what="batch")
-    b.position_ids  # computed fields are derived from the lengths: not compared
+    assert b.position_ids.shape == b.tokens.shape  # computed: derived, so not compared
     assert_same_item(a, b, what="batch")
 
 

@@ -80,7 +80,7 @@ class DocumentMetadata:
 
     def to(self, device: torch.device | str, *, non_blocking: bool = False) -> DocumentMetadata:
         """The same metadata with every tensor on ``device`` (ints and lengths unchanged);
-        per-token fields not computed yet are computed there when read."""
+        per-token fields not computed yet are computed when read and placed there."""
         return replace(
             self,
             cu_seqlens=self.cu_seqlens.to(device, non_blocking=non_blocking),

@@ -196,11 +196,6 @@ def document_metadata(
     )
 
 
-#: Up to this many slots a per-token field is written slot by slot (NumPy slice fills, no
-#: temporaries); more, with one ``np.repeat``.
-_FEW_SLOTS = 48
-
-
 @dataclass(frozen=True)
 class _Slots:
     """The flattened slots of a metadata: starts (``D + 1``, the last the total), slot and
@@ -218,49 +213,23 @@ class _Slots:
         segments = [k for row in meta.doc_lengths for k in range(1, len(row) + 1)]
         return cls(list(itertools.accumulate(slots, initial=0)), slots, real, segments)
 
-    @property
-    def few(self) -> bool:
-        return len(self.slots) <= _FEW_SLOTS
-
 
 def _positions(s: _Slots, shape: tuple[int, int]) -> torch.Tensor:
-    out = torch.empty(shape, dtype=torch.int64)
-    pos = out.numpy().reshape(-1)
-    if s.few:
-        ramp = _ramp(max(s.slots, default=0))
-        for start, n in zip(s.starts, s.slots):
-            pos[start : start + n] = ramp[:n]
-    else:
-        n = s.starts[-1]
-        np.subtract(_ramp(n)[:n], np.repeat(s.starts[:-1], s.slots), out=pos)
-    return out
+    return position_ids_from_lengths(s.slots).view(shape)
 
 
 def _slot_index(s: _Slots, shape: tuple[int, int]) -> torch.Tensor:
-    out = torch.empty(shape, dtype=torch.int32)
-    idx = out.numpy().reshape(-1)
-    if s.few:
-        for k, (start, n) in enumerate(zip(s.starts, s.slots)):
-            idx[start : start + n] = k
-    else:
-        idx[:] = np.repeat(np.arange(len(s.slots), dtype=np.int32), s.slots)
-    return out
+    idx = np.repeat(np.arange(len(s.slots), dtype=np.int32), s.slots)
+    return torch.from_numpy(idx).view(shape)
 
 
 def _segments(s: _Slots, shape: tuple[int, int]) -> torch.Tensor:
-    out = torch.empty(shape, dtype=torch.int64)
-    seg = out.numpy().reshape(-1)
-    if s.few:
-        for start, n, r, g in zip(s.starts, s.slots, s.real, s.segments):
-            seg[start : start + r] = g
-            seg[start + r : start + n] = 0
-    else:  # (id, 0) pairs repeated over (real, padding) counts
-        pad = np.subtract(s.slots, s.real)
-        seg[:] = np.repeat(
-            np.stack([s.segments, np.zeros_like(pad)], 1).ravel(),
-            np.stack([s.real, pad], 1).ravel(),
-        )
-    return out
+    """Segment ids 1..k per row on real tokens, 0 on each slot's padding: (id, 0) pairs
+    repeated over (real, padding) counts."""
+    real = np.asarray(s.real, dtype=np.int64)
+    pad = np.asarray(s.slots, dtype=np.int64) - real
+    ids = np.stack([np.asarray(s.segments, dtype=np.int64), np.zeros_like(pad)], 1).ravel()
+    return torch.from_numpy(np.repeat(ids, np.stack([real, pad], 1).ravel())).view(shape)
 
 
 def _borders(s: _Slots, shape: tuple[int, int]) -> torch.Tensor:

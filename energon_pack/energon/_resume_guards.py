@@ -35,6 +35,7 @@ from energon_pack.energon._restore_check import (
     install_restore_check,
     refusal,
 )
+from energon_pack.samples._arena import in_loader_worker
 
 __all__ = [
     "EncodeMapDataset",
@@ -169,7 +170,7 @@ class ResumeGuard(_PassThrough):
         clock.epoch += not clock.repass
         items = emitted = 0
         # an item a worker sends goes through shared memory once per tensor storage
-        send = one_storage if torch.utils.data.get_worker_info() is not None else None
+        send = one_storage if in_loader_worker() else None
         for item in self.dataset:
             yield item if send is None else send(item)
             items += 1

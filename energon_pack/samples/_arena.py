@@ -11,12 +11,12 @@ import math
 
 import torch
 
-__all__ = ["Arena", "shared_bytes"]
+__all__ = ["Arena", "in_loader_worker"]
 
 _ALIGN = 64
 
 
-def shared_bytes(size: int) -> torch.Tensor:
+def _shared_bytes(size: int) -> torch.Tensor:
     """``size`` bytes (uint8) allocated in shared memory: the DataLoader then sends their
     descriptor instead of copying them into a new segment (``share_memory_`` copies)."""
     new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
@@ -39,7 +39,7 @@ class Arena:
     """
 
     def __init__(self, nbytes: int, *, shared: bool = False) -> None:
-        self.buffer = shared_bytes(nbytes) if shared else torch.empty(nbytes, dtype=torch.uint8)
+        self.buffer = _shared_bytes(nbytes) if shared else torch.empty(nbytes, dtype=torch.uint8)
         self.storage = self.buffer.untyped_storage()
         self.used = 0
 

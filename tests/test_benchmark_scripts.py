@@ -250,7 +250,7 @@ def test_gpu_check_fails_a_route_that_leaks(gpu_check, monkeypatch) -> None:
 def test_the_loader_benchmark_runs_and_every_loader_delivers_the_same_tokens(
     tmp_path: Path,
 ) -> None:
-    """``loader_vs_energon.py`` on 24 documents, one round, tokenizer split: the four loaders
+    """``loader_vs_energon.py`` on 24 documents, one round, tokenizer split: the five loaders
     deliver the same real tokens, and the parts add up to the whole-loader estimate."""
     import os
     import subprocess
@@ -258,7 +258,9 @@ def test_the_loader_benchmark_runs_and_every_loader_delivers_the_same_tokens(
 
     script = Path(__file__).parent / "benchmarks" / "loader_vs_energon.py"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    loaders = "plain,energon-pack,carry-over,plain-labels,naive-pack"
     args = ["--docs", "24", "--rounds", "1", "--split", "--buffer", "8", "--read", "position_ids"]
+    args += ["--loaders", loaders]
     out = subprocess.run(
         [sys.executable, "-W", "ignore", str(script), *args],
         capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, check=True,
@@ -266,11 +268,9 @@ def test_the_loader_benchmark_runs_and_every_loader_delivers_the_same_tokens(
     rows = {
         line.split()[0]: line.split()
         for line in out.splitlines()
-        if line.split()
-        and line.split()[0] in ("plain", "energon-pack", "carry-over", "plain-labels")
-        and len(line.split()) == 13
+        if line.split() and line.split()[0] in loaders.split(",") and len(line.split()) == 13
     }
-    assert sorted(rows) == ["carry-over", "energon-pack", "plain", "plain-labels"]
+    assert sorted(rows) == sorted(loaders.split(","))
     assert len({row[1] for row in rows.values()}) == 1, rows  # the same real tokens
     assert int(rows["plain"][1]) > 0
     assert "whole loader from the parts" in out

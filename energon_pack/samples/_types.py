@@ -34,12 +34,14 @@ class TypeRegistry:
     def check(self, container: type, members: Iterable[Any], member_type: type) -> None:
         """Raise ValueError unless each member is a ``member_type`` whose own registered
         container is ``container`` or a base of it (so no field would be lost)."""
-        for m in members:
-            if self._fits.get((container, type(m), member_type)):
+        members = list(members)
+        for kind in dict.fromkeys(map(type, members)):  # each member type once, in order
+            if self._fits.get((container, kind, member_type)):
                 continue
-            own = self.lookup(type(m))
+            m = next(m for m in members if type(m) is kind)
+            own = self.lookup(kind)
             if own is not None and isinstance(m, member_type) and issubclass(container, own):
-                self._fits[container, type(m), member_type] = True
+                self._fits[container, kind, member_type] = True
                 continue
             key = getattr(m, "__key__", m)
             wanted = f"; it belongs in a {own.__name__}" if own is not None else ""

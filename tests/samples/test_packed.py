@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 import pytest
 import torch
+from megatron.energon import edataclass
 
 from energon_pack.samples import (
     EncodedCaptioningSample,
+    EncodedSample,
     PackedCaptioningSample,
     PackedTextSample,
     collate_packs,
@@ -136,6 +139,41 @@ def test_captioning_pack_shifts_spans_and_builds_mrope_per_document() -> None:
 def test_bad_inputs_raise(samples, kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         pack_documents(samples, **kwargs)
+
+
+@edataclass
+class _PlannedDocument(EncodedSample):
+    ready_to_pack: ClassVar[bool] = False
+
+
+def _typed(key: str, tokens: list[int], types: int) -> EncodedSample:
+    return doc(key, tokens, token_type_ids=torch.zeros(types, dtype=torch.int64))
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        (doc("bad", [1, 2, 3], [1, 1]), r"'bad': tokens \(3,\) and loss_mask \(2,\)"),
+        (doc("bad", []), r"'bad': tokens \(0,\) and loss_mask \(0,\) must be equal non-empty"),
+        (doc("bad", torch.ones(2, 2)), r"'bad': tokens \(2, 2\)"),
+        (doc("bad", [1], document_type=_PlannedDocument), "'bad' is a _PlannedDocument: its media"),
+        (_typed("bad", [1, 2], 2), "'ok' has no token_type_ids but others in its pack do"),
+    ],
+)
+def test_a_bad_document_among_good_ones_is_named(bad: EncodedSample, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        pack_documents([doc("ok", [1, 2]), bad, doc("ok2", [3])])
+
+
+def test_token_types_of_the_wrong_length_are_named() -> None:
+    with pytest.raises(ValueError, match=r"'bad': token_type_ids \(3,\) for 2 tokens"):
+        pack_documents([_typed("ok", [1, 2], 2), _typed("bad", [1, 2], 3)])
+
+
+def test_sources_none_when_no_document_has_any() -> None:
+    assert pack_documents([doc("a", [1]), doc("b", [2])]).__sources__ is None
+    mixed = pack_documents([doc("a", [1]), doc("b", [2], __sources__=("s",))])
+    assert mixed.__sources__ == ("s",)
 
 
 def test_options_belong_to_their_pack_type() -> None:

@@ -407,13 +407,10 @@ def _check_documents(cls: type[PackedTextSample], samples: Sequence[EncodedSampl
             "postencode for the members of each pack)"
         )
     shapes = [s.tokens.shape for s in samples]
-    lengths = [shape[0] if len(shape) == 1 else 0 for shape in shapes]
-    if shapes != [s.loss_mask.shape for s in samples] or not all(lengths):
-        s = next(
-            s
-            for s in samples
-            if s.tokens.dim() != 1 or not len(s.tokens) or s.loss_mask.shape != s.tokens.shape
-        )
+    masks = [s.loss_mask.shape for s in samples]
+    lengths = [shape[0] if len(shape) == 1 else 0 for shape in shapes]  # 0: not 1-D
+    if shapes != masks or not all(lengths):
+        s = next(s for s, t, m, n in zip(samples, shapes, masks, lengths) if t != m or not n)
         raise ValueError(
             f"sample {s.__key__!r}: tokens {tuple(s.tokens.shape)} and loss_mask "
             f"{tuple(s.loss_mask.shape)} must be equal non-empty 1-D shapes"
@@ -477,8 +474,9 @@ def _tokens_and_mask(
         return tokens, mask
     n = sum(layout.padded)
     real = np.concatenate([np.arange(st, st + ln) for st, ln in zip(layout.starts, layout.lengths)])
-    out_tokens = np.full(n, pad_token_id, dtype=tokens.numpy().dtype)
-    out_tokens[real] = tokens.numpy()
+    flat = tokens.numpy()
+    out_tokens = np.full(n, pad_token_id, dtype=flat.dtype)
+    out_tokens[real] = flat
     out_mask = np.zeros(n, dtype=bool)
     out_mask[real] = mask.numpy()
     return torch.from_numpy(out_tokens), torch.from_numpy(out_mask)

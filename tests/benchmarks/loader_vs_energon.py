@@ -274,7 +274,7 @@ def build(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> An
         loader_args = {"packing_buffer_size": args.buffer, "batch_size": 8}
     if args.cached_ids is not None:
         enc.tokenizer.encode_text = args.cached_ids
-    if getattr(args, "checkpoint_every_batch", False):  # make_loader's test setting
+    if args.checkpoint_every_batch:  # make_loader's test setting
         return make_loader(
             path, enc, num_workers=args.workers, shuffle_buffer_size=100, **loader_args
         )

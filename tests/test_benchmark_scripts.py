@@ -251,7 +251,8 @@ def test_the_loader_benchmark_runs_and_every_loader_delivers_the_same_tokens(
     tmp_path: Path,
 ) -> None:
     """``loader_vs_energon.py`` on 24 documents, one round, tokenizer split: the five loaders
-    deliver the same real tokens, and the parts add up to the whole-loader estimate."""
+    deliver the same real tokens, and the parts add up to the whole-loader estimate; with
+    ``--interleave`` the loaders run at once and still deliver the same tokens."""
     import os
     import subprocess
     import sys
@@ -275,3 +276,19 @@ def test_the_loader_benchmark_runs_and_every_loader_delivers_the_same_tokens(
     assert int(rows["plain"][1]) > 0
     assert "whole loader from the parts" in out
     assert "ratios to plain-labels" in out
+
+    # --interleave: the same loaders at once, batch by batch; the same real tokens again
+    args = ["--docs", "24", "--rounds", "1", "--buffer", "8", "--interleave"]
+    args += ["--loaders", "plain,energon-pack,carry-over"]
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", str(script), *args],
+        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, check=True,
+    ).stdout  # fmt: skip
+    mixed = {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.split() and line.split()[0] in ("plain", "energon-pack", "carry-over")
+    }
+    assert sorted(mixed) == ["carry-over", "energon-pack", "plain"], out
+    assert {row[1] for row in mixed.values()} == {rows["plain"][1]}  # the same real tokens
+    assert float(mixed["plain"][4]) == 1.0 and float(mixed["energon-pack"][4]) > 0

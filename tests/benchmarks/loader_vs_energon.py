@@ -42,7 +42,11 @@ prints each loader's CPU split into tokenizing and the rest (the same documents,
 tokenizer), and the whole-loader ratio from those parts. ``--profile NAME``
 prints a cProfile of one epoch of that loader instead (``PROFILE_CALLERS=NAME`` in the
 environment adds the callers of the functions matching NAME; ``PROFILE_SORT=cumulative`` sorts by
-another column, ``PROFILE_MATCH=energon_pack`` keeps only matching rows). Run::
+another column, ``PROFILE_MATCH=energon_pack`` keeps only matching rows). ``--interleave``
+runs the loaders of a round at once instead, one batch at a time from the loader that is behind
+in real tokens: on a shared machine whose speed drifts by 10-30% between epochs, each round's
+ratio then compares work done within milliseconds of each other (see :func:`interleaved_round`).
+Run::
 
     python -W ignore tests/benchmarks/loader_vs_energon.py [--docs 1500] [--rounds 5] [--workers 0]
 """
@@ -397,6 +401,104 @@ def epoch(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> di
     }
 
 
+class WorkerCpu:
+    """CPU seconds of each loader's worker processes, read after each of its batches (the
+    workers start with a loader's first batch; a finished loader's last reading stands)."""
+
+    def __init__(self) -> None:
+        self._me = psutil.Process()
+        self._seen = {p.pid for p in self._me.children(recursive=True)}
+        self._procs: dict[str, list[psutil.Process]] = {}
+        self._last: dict[int, float] = {}
+
+    def poll(self, name: str) -> None:
+        if not self._procs.get(name):  # this loader's first batch started its workers
+            new = [p for p in self._me.children(recursive=True) if p.pid not in self._seen]
+            self._procs[name] = new
+            self._seen.update(p.pid for p in new)
+        for proc in self._procs[name]:
+            try:
+                self._last[proc.pid] = sum(proc.cpu_times()[:2])
+            except psutil.NoSuchProcess:
+                pass
+
+    def seconds(self, name: str) -> float:
+        return sum(self._last.get(p.pid, 0.0) for p in self._procs.get(name, ()))
+
+
+def interleaved_round(
+    names: list[str], tokenizer: Any, path: Path, args: argparse.Namespace
+) -> dict[str, dict[str, float]]:
+    """``--interleave``: one round of every loader at once, one batch at a time from the loader
+    that has delivered the fewest real tokens, so that the machine's drift (a neighbour's load,
+    the host's clock) hits all loaders alike within milliseconds instead of seconds apart.
+
+    Per loader: this thread's CPU time and the wall time inside its own calls (its build, its
+    ``next``), plus its workers' CPU time. energon's ``GcDataset`` unfreezes the whole heap when
+    its loader ends, which would make the loaders still running collect everyone's objects:
+    the heap is frozen again (untimed) whenever a loader ends."""
+    gc.collect()
+    gc.freeze()
+    rows = {n: {"cpu": 0.0, "wall": 0.0, "real": 0.0, "slots": 0.0} for n in names}
+    workers = WorkerCpu()
+    iters = {}
+    for name in names:
+        cpu, wall = time.thread_time(), time.perf_counter()
+        iters[name] = iter(build(name, tokenizer, path, args))
+        rows[name]["cpu"] += time.thread_time() - cpu
+        rows[name]["wall"] += time.perf_counter() - wall
+    live = list(names)
+    while live:
+        name = min(live, key=lambda n: rows[n]["real"])
+        row = rows[name]
+        cpu, wall = time.thread_time(), time.perf_counter()
+        batch = next(iters[name], None)
+        row["cpu"] += time.thread_time() - cpu
+        row["wall"] += time.perf_counter() - wall
+        if args.workers:
+            workers.poll(name)
+        if batch is None:
+            live.remove(name)
+            gc.freeze()
+            continue
+        real, slots = real_tokens(batch)
+        row["real"] += real
+        row["slots"] += slots
+    del iters
+    for name in names:
+        rows[name]["cpu"] += workers.seconds(name)
+        rows[name]["fill"] = rows[name]["real"] / rows[name]["slots"]
+    return rows
+
+
+def print_interleaved(
+    results: dict[str, list[dict[str, float]]], names: list[str], workers: int
+) -> None:
+    """The table of ``--interleave``: per loader CPU (and at 0 workers wall) per real token,
+    and each round's ratio to the first loader (median, quartiles, range)."""
+    base = names[0]
+    keys = ("cpu", "wall") if workers == 0 else ("cpu",)
+    head = f"{'loader':<13} {'real tokens':>11} {'fill':>6} {'CPU ns/tok':>10}"
+    head += "".join(f" {k + ' x median':>14} {'quartiles':>11} {'range':>11}" for k in keys)
+    print(head)
+    print("-" * len(head))
+    for name in names:
+        rows = results[name]
+        real = statistics.median(r["real"] for r in rows)
+        line = f"{name:<13} {int(real):>11} {statistics.median(r['fill'] for r in rows):>6.1%} "
+        line += f"{1e9 * statistics.median(r['cpu'] / r['real'] for r in rows):>10.0f}"
+        for key in keys:
+            ratios = sorted(per_round(rows, results[base], key))
+            q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+            line += f" {statistics.median(ratios):>14.3f} {q1:>5.3f}-{q3:.3f}"
+            line += f" {ratios[0]:>5.3f}-{ratios[-1]:.3f}"
+        print(line)
+    if workers:
+        print(
+            "(with workers every loader's workers share the cores at once: wall is not comparable)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", type=Path, help="JSONL with a 'text' field per line")
@@ -429,7 +531,18 @@ def main() -> None:
         action="store_true",
         help="split each epoch's CPU into tokenizing and the rest",
     )
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="run the loaders of a round at once, one batch at a time from the loader behind "
+        "in real tokens (the machine's drift hits all alike); prints CPU (and, at 0 workers, "
+        "wall) per real token and each round's ratio",
+    )
     args = parser.parse_args()
+    if args.interleave and (args.split or args.profile or args.step_us_per_token):
+        parser.error(
+            "--interleave times whole loaders: leave out --split, --profile and --step-us-per-token"
+        )
     if args.split and args.cached_tokens:
         parser.error("--split times the tokenizer's calls: leave out --cached-tokens")
     torch.set_num_threads(1)
@@ -463,6 +576,18 @@ def main() -> None:
         for name in names:  # warm-up: page cache, tokenizer, imports
             epoch(name, tokenizer, path, args)
         results: dict[str, list[dict[str, float]]] = {n: [] for n in names}
+        if args.interleave:
+            for _ in range(args.rounds):
+                for name, row in interleaved_round(names, tokenizer, path, args).items():
+                    results[name].append(row)
+            load = os.getloadavg()
+            print(
+                f"\n{len(texts)} documents, {tok_name}, pack {PACK_SIZE}, buffer {args.buffer}, "
+                f"num_workers={args.workers}, {args.rounds} rounds interleaved batch by batch, "
+                f"load average {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}\n"
+            )
+            print_interleaved(results, names, args.workers)
+            return
         for r in range(args.rounds):
             order = names if r % 2 == 0 else names[::-1]
             for name in order:

@@ -252,7 +252,8 @@ def test_the_loader_benchmark_runs_and_every_loader_delivers_the_same_tokens(
 ) -> None:
     """``loader_vs_energon.py`` on 24 documents, one round, tokenizer split: the five loaders
     deliver the same real tokens, and the parts add up to the whole-loader estimate; with
-    ``--interleave`` the loaders run at once and still deliver the same tokens."""
+    ``--interleave`` (and a tokenizer clock per loader) the loaders run at once and still deliver
+    the same tokens."""
     import os
     import subprocess
     import sys
@@ -278,7 +279,7 @@ def test_the_loader_benchmark_runs_and_every_loader_delivers_the_same_tokens(
     assert "ratios to plain-labels" in out
 
     # --interleave: the same loaders at once, batch by batch; the same real tokens again
-    args = ["--docs", "24", "--rounds", "1", "--buffer", "8", "--interleave"]
+    args = ["--docs", "24", "--rounds", "1", "--buffer", "8", "--interleave", "--split"]
     args += ["--loaders", "plain,energon-pack,carry-over"]
     out = subprocess.run(
         [sys.executable, "-W", "ignore", str(script), *args],
@@ -287,8 +288,13 @@ def test_the_loader_benchmark_runs_and_every_loader_delivers_the_same_tokens(
     mixed = {
         line.split()[0]: line.split()
         for line in out.splitlines()
-        if line.split() and line.split()[0] in ("plain", "energon-pack", "carry-over")
+        if line.split()[:1] in (["plain"], ["energon-pack"], ["carry-over"])
+        and len(line.split()) == 10  # the main table (the split's rows have 5 columns)
     }
     assert sorted(mixed) == ["carry-over", "energon-pack", "plain"], out
     assert {row[1] for row in mixed.values()} == {rows["plain"][1]}  # the same real tokens
     assert float(mixed["plain"][4]) == 1.0 and float(mixed["energon-pack"][4]) > 0
+    split = [line.split() for line in out.splitlines() if len(line.split()) == 5]
+    parts = {row[0]: row for row in split if row[0] in mixed}
+    assert sorted(parts) == sorted(mixed), out  # each loader's own tokenizer clock
+    assert float(parts["plain"][2]) == 1.0 and float(parts["energon-pack"][1]) > 0

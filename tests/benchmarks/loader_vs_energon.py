@@ -65,6 +65,7 @@ import statistics
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +279,8 @@ def build(name: str, tokenizer: Any, path: Path, args: argparse.Namespace) -> An
         loader_args = {"packing_buffer_size": args.buffer, "batch_size": 8}
     if args.cached_ids is not None:
         enc.tokenizer.encode_text = args.cached_ids
+    if args.clocks is not None:  # --interleave --split: each loader's own tokenizer clock
+        enc.tokenizer.encode_text = args.clocks[name].timed(enc.tokenizer.encode_text)
     if args.checkpoint_every_batch:  # make_loader's test setting
         return make_loader(
             path, enc, num_workers=args.workers, shuffle_buffer_size=100, **loader_args
@@ -336,10 +339,14 @@ class TokenizerClock:
     by its loader workers (forked: they add to one shared counter), so that an epoch's CPU
     splits into tokenizing and the rest, the loader's own work on the same documents."""
 
-    def __init__(self, tokenizer: Any) -> None:
-        total = multiprocessing.Value("d", 0.0)
-        self._total = total
-        encode = tokenizer.encode
+    def __init__(self, tokenizer: Any = None) -> None:
+        self._total = multiprocessing.Value("d", 0.0)
+        if tokenizer is not None:
+            tokenizer.encode = self.timed(tokenizer.encode)
+
+    def timed(self, encode: Callable[..., Any]) -> Callable[..., Any]:
+        """``encode``, adding the CPU time of each call to this clock."""
+        total = self._total
 
         def timed(*a: Any, **k: Any) -> Any:
             t = time.thread_time()
@@ -349,7 +356,7 @@ class TokenizerClock:
                 with total.get_lock():
                     total.value += time.thread_time() - t
 
-        tokenizer.encode = timed
+        return timed
 
     @property
     def seconds(self) -> float:
@@ -439,6 +446,8 @@ def interleaved_round(
     the heap is frozen again (untimed) whenever a loader ends."""
     gc.collect()
     gc.freeze()
+    for clock in (args.clocks or {}).values():
+        clock.seconds = 0.0
     rows = {n: {"cpu": 0.0, "wall": 0.0, "real": 0.0, "slots": 0.0} for n in names}
     workers = WorkerCpu()
     iters = {}
@@ -468,6 +477,9 @@ def interleaved_round(
     for name in names:
         rows[name]["cpu"] += workers.seconds(name)
         rows[name]["fill"] = rows[name]["real"] / rows[name]["slots"]
+        if args.clocks is not None:
+            rows[name]["tok_cpu"] = args.clocks[name].seconds
+            rows[name]["rest_cpu"] = rows[name]["cpu"] - rows[name]["tok_cpu"]
     return rows
 
 
@@ -497,6 +509,16 @@ def print_interleaved(
         print(
             "(with workers every loader's workers share the cores at once: wall is not comparable)"
         )
+    if "tok_cpu" not in results[base][0]:
+        return
+    print(f"\n{'loader':<13} {'tokenizing ns/tok':>17} {'x':>6} {'rest ns/tok':>11} {'rest x':>6}")
+    for name in names:
+        rows, base_rows = results[name], results[base]
+        line = f"{name:<13}"
+        for key, width in (("tok_cpu", 17), ("rest_cpu", 11)):
+            line += f" {1e9 * statistics.median(r[key] / r['real'] for r in rows):>{width}.0f}"
+            line += f" {statistics.median(per_round(rows, base_rows, key)):>6.3f}"
+        print(line)
 
 
 def main() -> None:
@@ -539,10 +561,8 @@ def main() -> None:
         "wall) per real token and each round's ratio",
     )
     args = parser.parse_args()
-    if args.interleave and (args.split or args.profile or args.step_us_per_token):
-        parser.error(
-            "--interleave times whole loaders: leave out --split, --profile and --step-us-per-token"
-        )
+    if args.interleave and (args.profile or args.step_us_per_token):
+        parser.error("--interleave times whole loaders: leave out --profile, --step-us-per-token")
     if args.split and args.cached_tokens:
         parser.error("--split times the tokenizer's calls: leave out --cached-tokens")
     torch.set_num_threads(1)
@@ -558,7 +578,10 @@ def main() -> None:
             tokenizer, tok_name = default_tokenizer(Path(tmp), texts)
         tokenizer = load_tokenizer(tokenizer)  # once: the loaders time encoding, not loading
         args.cached_ids = CachedIds(tokenizer, texts) if args.cached_tokens else None
-        args.clock = TokenizerClock(tokenizer) if args.split else None
+        args.clock = TokenizerClock(tokenizer) if args.split and not args.interleave else None
+        # --interleave --split: the loaders run at once, so each has a clock of its own
+        split_each = args.split and args.interleave
+        args.clocks = {n: TokenizerClock() for n in names} if split_each else None
         if args.cached_tokens:
             tok_name += ", ids cached (tokenization not timed)"
         path = make_text_dataset(Path(tmp) / "ds", texts, samples_per_shard=500)

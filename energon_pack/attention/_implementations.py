@@ -105,14 +105,20 @@ def implementation(name: str) -> Implementation:
         ) from None
 
 
+def _no_compile(self: Any, training: bool = False) -> None:
+    """``WrappedFlexAttention.__init__`` under :func:`_uncompiled_flex`: nothing compiled."""
+
+
 @contextlib.contextmanager
 def _uncompiled_flex() -> Iterator[None]:
     flex = importlib.import_module("transformers.integrations.flex_attention")
     masking = importlib.import_module("transformers.masking_utils")
     wrapper, build = flex.WrappedFlexAttention, masking.create_block_mask
-    names = ("_instance", "_is_flex_compiled", "_compiled_flex_attention", "training")
+    # A fresh singleton that never compiles: transformers' __init__ compiles again whenever
+    # the call's `training` differs from the instance's (train mode did, through inductor).
+    names = ("_instance", "_is_flex_compiled", "_compiled_flex_attention", "__init__")
     saved: dict[str, Any] = {name: wrapper.__dict__.get(name, _UNSET) for name in names}
-    values = (None, True, staticmethod(flex_attention), False)
+    values = (None, True, staticmethod(flex_attention), _no_compile)
     for name, value in zip(names, values):
         setattr(wrapper, name, value)
     # transformers would compile its own block masks, once per shape (slow on CPU)

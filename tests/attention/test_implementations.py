@@ -46,3 +46,25 @@ def test_support_comes_from_the_model_class() -> None:
 def test_an_unknown_implementation_names_the_choices() -> None:
     with pytest.raises(ValueError, match=r"unknown attn_implementation 'xformers'.*'sdpa'"):
         implementation("xformers")
+
+
+def test_flex_cpu_route_never_compiles_in_either_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    # transformers' singleton compiles again when a call's `training` differs from the one it
+    # was made with: the route must run flex uncompiled in train mode too (it compiled through
+    # inductor, which failed after an earlier compiled flex call in the same process)
+    from torch.nn.attention.flex_attention import flex_attention
+    from transformers.integrations import flex_attention as flex
+
+    wrapper = flex.WrappedFlexAttention
+    for name in ("_instance", "_is_flex_compiled", "_compiled_flex_attention"):
+        monkeypatch.setattr(wrapper, name, getattr(wrapper, name))  # restored after the test
+    compiled: list[object] = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: compiled.append(fn) or fn)
+    monkeypatch.setattr(wrapper, "_instance", None)
+    user = wrapper(False)  # a user's first flex call in eval mode: compiled once
+    assert compiled == [flex_attention]
+    with implementation("flex_attention").cpu_route():
+        for training in (False, True, False):
+            assert wrapper(training)() is flex_attention
+    assert compiled == [flex_attention]  # nothing compiled inside the route
+    assert wrapper._instance is user and wrapper(False)() is flex_attention  # the user's, back

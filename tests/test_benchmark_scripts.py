@@ -260,41 +260,36 @@ def test_the_loader_benchmark_runs_and_every_loader_delivers_the_same_tokens(
 
     script = Path(__file__).parent / "benchmarks" / "loader_vs_energon.py"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    loaders = "plain,energon-pack,carry-over,plain-labels,naive-pack"
-    args = ["--docs", "24", "--rounds", "1", "--split", "--buffer", "8", "--read", "position_ids"]
-    args += ["--loaders", loaders]
-    out = subprocess.run(
-        [sys.executable, "-W", "ignore", str(script), *args],
-        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, check=True,
-    ).stdout  # fmt: skip
-    rows = {
-        line.split()[0]: line.split()
-        for line in out.splitlines()
-        if line.split() and line.split()[0] in loaders.split(",") and len(line.split()) == 13
-    }
-    assert sorted(rows) == sorted(loaders.split(","))
+
+    def run(*args: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-W", "ignore", str(script), "--docs", "24", "--buffer", "8", *args],
+            capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, check=True,
+        ).stdout  # fmt: skip
+
+    def table(out: str, names: list[str], columns: int) -> dict[str, list[str]]:
+        """The rows of ``names`` in the table of ``columns`` columns."""
+        rows = [line.split() for line in out.splitlines()]
+        return {
+            row[0]: row for row in rows if row[:1] in [[n] for n in names] and len(row) == columns
+        }
+
+    loaders = ["plain", "energon-pack", "carry-over", "plain-labels", "naive-pack"]
+    out = run("--rounds", "1", "--split", "--read", "position_ids", "--loaders", ",".join(loaders))
+    rows = table(out, loaders, 13)
+    assert sorted(rows) == sorted(loaders)
     assert len({row[1] for row in rows.values()}) == 1, rows  # the same real tokens
     assert int(rows["plain"][1]) > 0
     assert "whole loader from the parts" in out
     assert "ratios to plain-labels" in out
 
     # --interleave: the same loaders at once, batch by batch; the same real tokens again
-    args = ["--docs", "24", "--rounds", "1", "--buffer", "8", "--interleave", "--split"]
-    args += ["--loaders", "plain,energon-pack,carry-over"]
-    out = subprocess.run(
-        [sys.executable, "-W", "ignore", str(script), *args],
-        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, check=True,
-    ).stdout  # fmt: skip
-    mixed = {
-        line.split()[0]: line.split()
-        for line in out.splitlines()
-        if line.split()[:1] in (["plain"], ["energon-pack"], ["carry-over"])
-        and len(line.split()) == 10  # the main table (the split's rows have 5 columns)
-    }
-    assert sorted(mixed) == ["carry-over", "energon-pack", "plain"], out
+    mixed_names = ["plain", "energon-pack", "carry-over"]
+    out = run("--rounds", "1", "--interleave", "--split", "--loaders", ",".join(mixed_names))
+    mixed = table(out, mixed_names, 10)
+    assert sorted(mixed) == sorted(mixed_names), out
     assert {row[1] for row in mixed.values()} == {rows["plain"][1]}  # the same real tokens
     assert float(mixed["plain"][4]) == 1.0 and float(mixed["energon-pack"][4]) > 0
-    split = [line.split() for line in out.splitlines() if len(line.split()) == 5]
-    parts = {row[0]: row for row in split if row[0] in mixed}
-    assert sorted(parts) == sorted(mixed), out  # each loader's own tokenizer clock
+    parts = table(out, mixed_names, 5)  # each loader's own tokenizer clock
+    assert sorted(parts) == sorted(mixed_names), out
     assert float(parts["plain"][2]) == 1.0 and float(parts["energon-pack"][1]) > 0

@@ -311,6 +311,15 @@ def per_round(rows: list[dict[str, float]], base: list[dict[str, float]], key: s
     return [(row[key] / row["real"]) / (b[key] / b["real"]) for row, b in zip(rows, base)]
 
 
+def spread(
+    rows: list[dict[str, float]], base: list[dict[str, float]], key: str
+) -> tuple[list[float], float, float]:
+    """:func:`per_round`'s ratios sorted, with their first and third quartiles."""
+    ratios = sorted(per_round(rows, base, key))
+    q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return ratios, q1, q3
+
+
 def median_ratios(rows: list[dict[str, float]], base: list[dict[str, float]]) -> dict[str, float]:
     """The median of :func:`per_round` for wall, CPU and both after the build."""
     keys = ("wall", "cpu", "run_wall", "run_cpu")
@@ -500,8 +509,7 @@ def print_interleaved(
         line = f"{name:<13} {int(real):>11} {statistics.median(r['fill'] for r in rows):>6.1%} "
         line += f"{1e9 * statistics.median(r['cpu'] / r['real'] for r in rows):>10.0f}"
         for key in keys:
-            ratios = sorted(per_round(rows, results[base], key))
-            q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+            ratios, q1, q3 = spread(rows, results[base], key)
             line += f" {statistics.median(ratios):>14.3f} {q1:>5.3f}-{q3:.3f}"
             line += f" {ratios[0]:>5.3f}-{ratios[-1]:.3f}"
         print(line)
@@ -673,8 +681,7 @@ def main() -> None:
     print(f"\nper-round ratios to {base} (the spread behind each median): quartiles, min-max")
     for name in names[1:]:
         for key in ("wall", "cpu"):
-            rounds = sorted(per_round(results[name], results[base], key))
-            q1, _, q3 = statistics.quantiles(rounds, n=4) if len(rounds) > 1 else rounds * 3
+            rounds, q1, q3 = spread(results[name], results[base], key)
             print(
                 f"{name:<13} {key + ' x':<6} {q1:.3f}-{q3:.3f}  "
                 f"({rounds[0]:.3f}-{rounds[-1]:.3f}, {len(rounds)} rounds)"

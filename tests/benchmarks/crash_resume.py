@@ -8,7 +8,9 @@ every item it receives (member keys, restore key, counts) with fsync and saves t
 every ``save_every`` items atomically (``state.tmp`` written in two halves with a pause between,
 then renamed to ``state.pt``). The parent kills it with SIGKILL, up to ``--kills`` times per
 trial, at one of three moments: after a random number of items, right after a save, or in the
-middle of a save; then restarts it, and it restores the last ``state.pt``. A trial passes when
+middle of a save; then restarts it, and it restores the last ``state.pt``. The consumer is told
+the moment (``--hold MOMENT:N``) and waits there until the kill lands, so that a fast consumer
+cannot run past a moment the parent polls for (the loader's workers go on prefetching). A trial passes when
 the items the run kept (each life's items up to its last save, then the next life's) equal the
 uninterrupted run item for item (member keys and ``__restore_key__``) and the summed
 ``counts`` are equal. The matrix, cycled by trial index::
@@ -124,7 +126,19 @@ def _write_line(log: Any, record: dict[str, Any]) -> None:
     os.fsync(log.fileno())
 
 
-def _save(folder: Path, payload: Any, pause: float, log: Any, index: int) -> None:
+#: How long a consumer waits at its kill moment for the parent's SIGKILL before it goes on.
+HOLD_SECONDS = 120
+
+
+def _hold(hold: tuple[str, int] | None, moment: str, index: int) -> None:
+    """Wait for the kill if the planned ``hold=(moment, n)`` is here (item ``index >= n``)."""
+    if hold is not None and hold[0] == moment and index >= hold[1]:
+        time.sleep(HOLD_SECONDS)
+
+
+def _save(
+    folder: Path, payload: Any, pause: float, log: Any, index: int, hold: tuple[str, int] | None
+) -> None:
     """Write ``state.tmp`` in two halves (a slow disk: kills land mid-save), then rename."""
     import io
 
@@ -139,15 +153,18 @@ def _save(folder: Path, payload: Any, pause: float, log: Any, index: int) -> Non
         f.write(data[: len(data) // 2])
         f.flush()
         time.sleep(pause)
+        _hold(hold, "mid_save", index - 1)
         f.write(data[len(data) // 2 :])
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, folder / "state.pt")
     _write_line(log, {"saved": index})
+    _hold(hold, "after_save", index - 1)
 
 
-def consume(folder: Path) -> None:
-    """The training loop: restore the last state if any, log every item, save every N items."""
+def consume(folder: Path, hold: tuple[str, int] | None = None) -> None:
+    """The training loop: restore the last state if any, log every item, save every N items;
+    wait at ``hold`` (the moment the parent kills it at) until the kill lands."""
     import torch
 
     from energon_pack.testing import member_keys
@@ -167,9 +184,10 @@ def consume(folder: Path) -> None:
             counts = {k: getattr(batch.counts, k) for k in ("samples", "documents", "packs")}
             record = {"i": index, "keys": member_keys(batch), "rk": repr(batch.__restore_key__)}
             _write_line(log, {**record, "counts": counts})
+            _hold(hold, "item", index)
             if (index + 1) % config["save_every"] == 0:
                 state = {"loader": loader.save_state_rank(), "consumed": index + 1}
-                _save(folder, state, config["save_pause"], log, index + 1)
+                _save(folder, state, config["save_pause"], log, index + 1, hold)
         _write_line(log, {"done": True})
     os._exit(0)  # do not wait for energon's worker shutdown at interpreter exit
 
@@ -193,8 +211,9 @@ def _run_life(folder: Path, kill: tuple[str, int] | None, timeout: float = 180) 
     """One consumer process; ``kill=(moment, n)`` kills it with SIGKILL. True if it finished."""
     log = folder / "log.jsonl"
     before = log.read_text().count("\n") if log.exists() else 0
+    hold = [] if kill is None else ["--hold", f"{kill[0]}:{kill[1]}"]
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--consume", str(folder)],
+        [sys.executable, __file__, "--consume", str(folder), *hold],
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=(folder / "stderr.txt").open("a"),
@@ -328,9 +347,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("crash_resume_out"))
     parser.add_argument("--blend", action="store_true", help="a blend of packing groups")
     parser.add_argument("--consume", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--hold", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.consume:
-        consume(args.consume)
+        moment, _, n = (args.hold or "").partition(":")
+        consume(args.consume, (moment, int(n)) if args.hold else None)
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     failures = 0

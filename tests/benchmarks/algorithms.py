@@ -8,7 +8,10 @@ Tables:
    fill, bound fill, milliseconds per call, on the manpages lengths (docs split at the pack size,
    shuffled with seed 0) and on synthetic uniform / lognormal / bimodal lengths;
 2. the streaming fill at buffers 2048 / 4096 / 8192 at pack size 4096 (energon's buffer model);
-3. carry-over at buffers 16 / 64 / 256 (manpages, pack 4096, split).
+3. carry-over at buffers 16 / 64 / 256 (manpages, pack 4096, split);
+4. ``--only per-buffer-cost`` (not in the default run): the default vs ``best_fit_decreasing``
+   per call on energon-sized buffers of 16 / 64 / 256 manpages lengths, on 50 buffers that BFD
+   packs at ``ceil(sum/C)`` and averaged over every buffer.
 
 Times are CPU time of this process (``time.process_time``), the minimum over repeats: other
 jobs on a shared machine inflate wall-clock times, CPU time much less so.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import timeit
 from pathlib import Path
 
 import numpy as np
@@ -30,13 +34,18 @@ from energon_pack.algorithms._overlong import apply_overlong
 C = 4096
 
 
+def manpages(path: Path, rng: np.random.Generator) -> np.ndarray:
+    """The manpages lengths split at the pack size, shuffled with ``rng``."""
+    raw = apply_overlong(np.loadtxt(path, dtype=np.int64), C, "split")
+    rng.shuffle(raw)
+    return raw
+
+
 def datasets(path: Path, n: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     out: dict[str, np.ndarray] = {}
     if path.exists():
-        raw = apply_overlong(np.loadtxt(path, dtype=np.int64), C, "split")
-        rng.shuffle(raw)
-        out["manpages"] = np.resize(raw, n)
+        out["manpages"] = np.resize(manpages(path, rng), n)
     else:
         print(f"(manpages lengths not found at {path}, see --lengths: synthetic inputs only)")
     out["uniform"] = rng.integers(1, C + 1, size=n)
@@ -114,7 +123,41 @@ def carry_over_table(raw: np.ndarray) -> None:
             )
 
 
-SECTIONS = ("per-call", "streaming", "carry-over")
+def per_buffer_cost_table(lens: np.ndarray, at_bound: int = 50, repeats: int = 7) -> None:
+    """Table 4: the default vs BFD per call (the registry's functions on int64 arrays) on full
+    buffers of the split, shuffled manpages lengths; min CPU time of ``repeats`` timeit runs."""
+    default, bfd = ALGORITHMS["best_fit_decreasing_repair"], ALGORITHMS["best_fit_decreasing"]
+
+    def us(bufs: list[np.ndarray], number: int) -> tuple[float, ...]:
+        """Per-call us of the default and of BFD, their timeit repeats interleaved."""
+        timers = [
+            timeit.Timer(lambda f=f: [f(b, C) for b in bufs], timer=time.process_time)
+            for f in (default, bfd)
+        ]
+        runs = [[t.timeit(number) for t in timers] for _ in range(repeats)]
+        return tuple(1e6 * min(r) / (number * len(bufs)) for r in zip(*runs))
+
+    print(f"\n## Per buffer, manpages, pack {C}, overlong split: default vs BFD, CPU us per call\n")
+    print(
+        f"| buffer | buffers | BFD above ceil(sum/C) % | packs saved | default / BFD us, "
+        f"{at_bound} at the bound | x | default / BFD us, all buffers | x |"
+    )
+    print("|---:|---:|---:|---:|---|---:|---|---:|")
+    for size in (16, 64, 256):
+        bufs = [lens[i : i + size] for i in range(0, lens.size - size + 1, size)]
+        over = [len(bfd(b, C)) > lower_bound(b, C) for b in bufs]
+        saved = sum(len(bfd(b, C)) - len(default(b, C)) for b in bufs)
+        met = [b for b, o in zip(bufs, over) if not o][:at_bound]
+        d_met, b_met = us(met, max(1, 2048 // size))
+        d_all, b_all = us(bufs, 1)
+        print(
+            f"| {size} | {len(bufs)} | {100 * sum(over) / len(bufs):.1f} | {saved} | "
+            f"{d_met:.2f} / {b_met:.2f} | {d_met / b_met:.2f} | {d_all:.2f} / {b_all:.2f} | "
+            f"{d_all / b_all:.2f} |"
+        )
+
+
+SECTIONS = ("per-call", "streaming", "carry-over", "per-buffer-cost")
 
 
 def main() -> None:
@@ -122,9 +165,14 @@ def main() -> None:
     parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS)
     parser.add_argument("--quick", action="store_true", help="skip 100k lengths")
     parser.add_argument(
-        "--only", choices=SECTIONS, help="print one table only (the whole run takes minutes)"
+        "--only",
+        choices=SECTIONS,
+        help="print one table only (the whole run takes minutes; per-buffer-cost only so)",
     )
     args = parser.parse_args()
+    if args.only == "per-buffer-cost" and args.lengths.exists():
+        per_buffer_cost_table(manpages(args.lengths, np.random.default_rng(0)))
+        return
     if args.only in (None, "per-call"):
         sizes = [64, 1_000, 10_000] if args.quick else [64, 1_000, 10_000, 100_000]
         per_call_table(datasets(args.lengths, max(sizes)), sizes)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Benchmark of compute-balanced packing: per-pack cost spread and slowest-rank loss vs fill.
 
-Run: ``python tests/benchmarks/balance.py [--lengths PATH] [--pack-size 8192] [--buffer 4096]``
+Run: ``python tests/benchmarks/balance.py [--lengths PATH] [--pack-size 8192] [--buffer 4096]
+[--one-call]``
 
 The lengths (manpages, shuffled with seed 0) are cut into buffers of ``--buffer`` samples and
 each buffer is packed on its own, as energon's packing buffer does. For every cost model and
@@ -31,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from _lengths import DEFAULT_LENGTHS
 
-from energon_pack.algorithms import CostModel, pack_lengths, simulate
+from energon_pack.algorithms import ALGORITHMS, CostModel, pack_lengths, simulate
 from energon_pack.algorithms._balance import cost_spread, slowest_rank_loss
 from energon_pack.algorithms._overlong import apply_overlong
 from energon_pack.algorithms._step_order import step_order
@@ -112,11 +113,35 @@ def step_rows(lens: np.ndarray, capacity: int, buffer: int, model: CostModel) ->
     return rows
 
 
+def one_call_table(raw: np.ndarray, repeats: int = 5) -> None:
+    """``--one-call``: every length in one call (split at the pack size, shuffled with seed 0),
+    ``best_fit_decreasing``, the default and ``balanced`` called in turn ``repeats`` times, the
+    minimum CPU time of each."""
+    names = ("best_fit_decreasing", "best_fit_decreasing_repair", "balanced")
+    print("## One call on every length, CPU ms (min of 5 in turn) and x best_fit_decreasing\n")
+    print("| pack | lengths | " + " | ".join(f"`{n}` ms (x)" for n in names) + " |")
+    print("|---:|---:|---:|---:|---:|")
+    for cap in (4096, 8192):
+        lens = apply_overlong(raw, cap, "split")
+        np.random.default_rng(0).shuffle(lens)
+        best = dict.fromkeys(names, float("inf"))
+        for _ in range(repeats):
+            for name in names:
+                t0 = time.process_time()
+                ALGORITHMS[name](lens, cap, None)
+                best[name] = min(best[name], time.process_time() - t0)
+        cells = [f"{1e3 * best[n]:.1f} ({best[n] / best[names[0]]:.1f}x)" for n in names]
+        print(f"| {cap} | {lens.size:,} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS)
     parser.add_argument("--pack-size", type=int, default=8192)
     parser.add_argument("--buffer", type=int, default=4096)
+    parser.add_argument(
+        "--one-call", action="store_true", help="only time one call on every length"
+    )
     args = parser.parse_args()
     cap = args.pack_size
     rng = np.random.default_rng(0)
@@ -129,6 +154,10 @@ def main() -> None:
         )
         raw = rng.lognormal(6.5, 1.2, size=22000).astype(np.int64) + 1
         source = "lognormal"
+    if args.one_call:
+        print(f"({source} lengths)\n")
+        one_call_table(raw)
+        return
     models = {
         "d=4096 (default)": CostModel(),
         "d=1024": CostModel(attention=1 / (12 * 1024)),
@@ -155,6 +184,14 @@ def main() -> None:
                     f"{r['cv']:.4f} | {r['floor']:.4f} | {r['cv'] / base['cv']:.2f} | "
                     f"{r['loss']:.2f} | {r['seconds']:.2f} |"
                 )
+    print()
+    for split in (cap, cap // 4):
+        lens = apply_overlong(raw, split, "split")
+        print(
+            f"Docs split at {split}: {int((lens == cap).sum())} documents of exactly {cap} "
+            f"tokens (a pack each), {int(((lens > cap // 2) & (lens < cap)).sum())} more longer "
+            f"than half a pack (each pins a pack too), {lens.size} documents in all."
+        )
     print(f"\n## Steps of k packs per rank, {source}, pack {cap}, buffer {args.buffer}, d=4096\n")
     print(
         f"| algorithm | k | step CV, packing order | step CV, step_order | ratio | "

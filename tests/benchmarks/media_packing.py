@@ -28,7 +28,9 @@ in emission order: the loader's batches may start at any pack). ``same packs`` s
 ``step (vision)`` is the alternative order (media tokens alone, the LM cost breaking ties),
 switched in for this benchmark only. ``LB``: ``max(ceil(tokens / pack), ceil(media tokens /
 budget))`` over the whole stream; ``ms/1k docs``: the simulated loader's packing time (one
-core, all select calls) per 1,000 documents.
+core, all select calls) per 1,000 documents. ``--without-levelling`` switches off, for this
+benchmark only, the budget pass's step 0 (``_media._level_media``: levelling the media tokens
+of the packs over budget with the lightest ones) to show what that step buys.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from energon_pack.algorithms import (
     CostModel,
     MediaLoad,
     PackingSpec,
+    _media,
     _pack,
     simulate_packs,
 )
@@ -162,14 +165,24 @@ def main() -> None:
         help="media-token:item budgets per pack, each a row pair",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--without-levelling",
+        action="store_true",
+        help="benchmark-only: skip the budget pass's step 0 (levelling media over packs)",
+    )
     args = parser.parse_args()
+    if args.without_levelling:
+        assert hasattr(_media, "_level_media"), "the budget pass's step 0 was renamed"
+        _media._level_media = lambda packs, spec: packs.members
     STEP_PACKS[0] = args.step_packs
     lengths, load = media_mix(args.samples, args.pack_size, args.seed)
     total, media_total = int(lengths.sum()), int(load.tokens.sum())
     print(
         f"{args.samples} documents, {total} tokens ({media_total / total:.1%} media tokens), "
         f"pack {args.pack_size}, step_packs {args.step_packs}; vision step CV over every "
-        "step offset\n"
+        "step offset"
+        + ("; WITHOUT the budget pass's step 0 (levelling)" if args.without_levelling else "")
+        + "\n"
     )
     head = (
         f"{'buffer':>6} {'budget tok:items':>16} {'order':>16} {'packs':>6} {'LB':>5} "

@@ -212,10 +212,6 @@ class PackingStats:
             "last_documents": self.last_documents,
         }
 
-    def log_summary(self, owner: str) -> None:
-        """Log :meth:`summary` now at INFO on ``energon_pack.stats``, naming ``owner``."""
-        logger.info("energon_pack stats (%s): %s", owner, self.summary())
-
     def summary(self) -> str:
         """One line: ``packs=10 fill=97.3% docs/pack=4.20 truncated=1 split=0 dropped=2
         skipped=1``."""

@@ -465,7 +465,3 @@ class PackingTaskEncoder(TaskEncoder[T_sample, EncodedSample, Any, Any], Generic
         return collate_packs(
             samples, pad_to=self.config.pack_size, pad_token_id=self.config.pad_token_id
         )
-
-    def log_stats(self) -> None:
-        """Log this process's stats summary now (INFO on ``energon_pack.stats``)."""
-        self.stats.log_summary(type(self).__name__)

@@ -36,7 +36,11 @@ runs ``datasets.map`` over Arrow columns; see docs/benchmarks/peers.md. Needs th
 
     pip install -e '.[bench]'
     python tests/benchmarks/peers.py [--corpora short,manpages] [--limit N] [--no-algorithms]
-        [--per-buffer-only]
+        [--per-buffer-only | --algorithms-only | --carry-only]
+
+``--carry-only`` prints just the carry-over fill (largest age in brackets) and the global bound
+per corpus and row, ``simulate`` alone (no grain or TRL needed; cheap, so run it on the whole
+corpora: no ``--limit``).
 """
 
 from __future__ import annotations
@@ -269,6 +273,32 @@ def print_algorithms(name: str, lengths: np.ndarray) -> None:
                 )
 
 
+def print_carry(corpora: dict[str, np.ndarray]) -> None:
+    """Carry-over (``CarryOver()`` defaults) fill, largest age in brackets, and the global bound:
+    one row per (pack, buffer), two columns per corpus."""
+    for name, lengths in corpora.items():
+        bounds = ", ".join(
+            f"{math.ceil(int(np.minimum(lengths, p).sum()) / p)} of {p}" for p in PACKS
+        )
+        print(
+            f"{name}: {lengths.size} documents, median {int(np.median(lengths))} tokens, "
+            f"global bound {bounds} packs"
+        )
+    print("\nCarry-over fill % (largest age) and global bound:\n")
+    heads = "".join(f" {n}: carry | {n}: bound |" for n in corpora)
+    print("| pack | buffer |" + heads)
+    print("|---:|---:|" + "---:|" * (2 * len(corpora)))
+    for pack in PACKS:
+        cuts = {n: np.minimum(x, pack) for n, x in corpora.items()}
+        for buffer in BUFFERS:
+            cells = []
+            for cut in cuts.values():
+                carry = simulate(cut, pack, buffer, carry_over=CarryOver())
+                bound = 100 * int(cut.sum()) / (math.ceil(int(cut.sum()) / pack) * pack)
+                cells.append(f" {100 * carry.fill:.2f} ({carry.max_age}) | {bound:.2f} |")
+            print(f"| {pack} | {buffer} |" + "".join(cells), flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpora", default="short,manpages")
@@ -283,16 +313,27 @@ def main() -> int:
     parser.add_argument(
         "--algorithms-only", action="store_true", help="only the per-algorithm fill/time table"
     )
+    parser.add_argument(
+        "--carry-only",
+        action="store_true",
+        help="only the carry-over fill and global bound table (simulate alone)",
+    )
     args = parser.parse_args()
     logging.getLogger("absl").setLevel(logging.ERROR)
     try:
         import grain  # noqa: F401
         import trl  # noqa: F401
     except ImportError as exc:
-        if not (args.per_buffer_only or args.algorithms_only):  # those need neither
+        if not (args.per_buffer_only or args.algorithms_only or args.carry_only):  # need neither
             print(f"{exc}: install the benchmark extra, pip install -e '.[bench]'")
             return 0
     print(f"{CarryOver()}")
+    if args.carry_only:
+        found = {n: corpus(n, args.limit, args.lengths) for n in args.corpora.split(",")}
+        for name in [n for n, x in found.items() if x is None]:
+            print(f"{args.lengths} not found (pass --lengths PATH): skipping {name}.")
+        print_carry({n: x for n, x in found.items() if x is not None})
+        return 0
     for name in args.corpora.split(","):
         lengths = corpus(name, args.limit, args.lengths)
         if lengths is None:

@@ -27,8 +27,8 @@ spec's default and what grain requires):
 
 * ``manpages``: ``--lengths PATH`` (22,135 real token counts, median 715);
 * ``short``: 200,000 synthetic short documents (chat turns, captions), lengths
-  ``max(1, round(exp(N(ln 26, 1.0))))`` (seed 0): log-normal with median 26, mean ~43, p90 ~94,
-  p99 ~265 tokens.
+  ``max(1, round(exp(N(ln 26, 1.0))))`` (seed 0): log-normal with median 26, mean 42.9, p90 94,
+  p99 268 tokens (``--carry-only`` prints these).
 
 Times are wall-clock seconds for the whole pass in this process, but the work differs: energon-pack
 plans lengths only (the loader then copies tokens), grain copies token arrays into its rows, TRL
@@ -38,9 +38,10 @@ runs ``datasets.map`` over Arrow columns; see docs/benchmarks/peers.md. Needs th
     python tests/benchmarks/peers.py [--corpora short,manpages] [--limit N] [--no-algorithms]
         [--per-buffer-only | --algorithms-only | --carry-only]
 
-``--carry-only`` prints just the carry-over fill (largest age in brackets) and the global bound
-per corpus and row, ``simulate`` alone (no grain or TRL needed; cheap, so run it on the whole
-corpora: no ``--limit``).
+``--carry-only`` prints each corpus's size (documents, tokens, median, mean, p90 and p99 length;
+tokens and global-bound packs per pack size after truncation), then just the carry-over fill
+(largest age in brackets) and the global bound per corpus and row, ``simulate`` alone (no grain
+or TRL needed; cheap, so run it on the whole corpora: no ``--limit``).
 """
 
 from __future__ import annotations
@@ -274,16 +275,22 @@ def print_algorithms(name: str, lengths: np.ndarray) -> None:
 
 
 def print_carry(corpora: dict[str, np.ndarray]) -> None:
-    """Carry-over (``CarryOver()`` defaults) fill, largest age in brackets, and the global bound:
-    one row per (pack, buffer), two columns per corpus."""
+    """Each corpus's size and length statistics (mean, p90, p99 too), then the carry-over
+    (``CarryOver()`` defaults) fill, largest age in brackets, and the global bound: one row per
+    (pack, buffer), two columns per corpus."""
     for name, lengths in corpora.items():
-        bounds = ", ".join(
-            f"{math.ceil(int(np.minimum(lengths, p).sum()) / p)} of {p}" for p in PACKS
-        )
+        p90, p99 = np.percentile(lengths, [90, 99])
         print(
-            f"{name}: {lengths.size} documents, median {int(np.median(lengths))} tokens, "
-            f"global bound {bounds} packs"
+            f"{name}: {lengths.size} documents, {int(lengths.sum())} tokens (before truncation); "
+            f"length median {int(np.median(lengths))}, mean {lengths.mean():.1f}, "
+            f"p90 {p90:.0f}, p99 {p99:.0f}"
         )
+        for pack in PACKS:
+            tokens = int(np.minimum(lengths, pack).sum())
+            print(
+                f"  pack {pack}: {tokens} tokens after truncation, "
+                f"global bound {math.ceil(tokens / pack)} packs"
+            )
     print("\nCarry-over fill % (largest age) and global bound:\n")
     heads = "".join(f" {n}: carry | {n}: bound |" for n in corpora)
     print("| pack | buffer |" + heads)

@@ -9,9 +9,9 @@ every ``save_every`` items atomically (``state.tmp`` written in two halves with 
 then renamed to ``state.pt``). The parent kills it with SIGKILL, up to ``--kills`` times per
 trial, at one of three moments: after a random number of items, right after a save, or in the
 middle of a save; then restarts it, and it restores the last ``state.pt``. The consumer is told
-the moment (``--hold MOMENT:N``) and waits there until the kill lands, so that a fast consumer
-cannot run past a moment the parent polls for (the loader's workers go on prefetching). A trial passes when
-the items the run kept (each life's items up to its last save, then the next life's) equal the
+the moment (``--hold MOMENT:N``), logs that it is there and waits until the kill lands, so that
+a fast consumer cannot run past the moment (the loader's workers go on prefetching). A trial
+passes when the items the run kept (each life's items up to its last save, then the next life's) equal the
 uninterrupted run item for item (member keys and ``__restore_key__``) and the summed
 ``counts`` are equal. The matrix, cycled by trial index::
 
@@ -130,9 +130,11 @@ def _write_line(log: Any, record: dict[str, Any]) -> None:
 HOLD_SECONDS = 120
 
 
-def _hold(hold: tuple[str, int] | None, moment: str, index: int) -> None:
-    """Wait for the kill if the planned ``hold=(moment, n)`` is here (item ``index >= n``)."""
+def _hold(hold: tuple[str, int] | None, moment: str, index: int, log: Any) -> None:
+    """If the planned ``hold=(moment, n)`` is here (item ``index >= n``): log ``held`` (the
+    parent's cue) and wait for the kill."""
     if hold is not None and hold[0] == moment and index >= hold[1]:
+        _write_line(log, {"held": moment})
         time.sleep(HOLD_SECONDS)
 
 
@@ -153,13 +155,13 @@ def _save(
         f.write(data[: len(data) // 2])
         f.flush()
         time.sleep(pause)
-        _hold(hold, "mid_save", index - 1)
+        _hold(hold, "mid_save", index - 1, log)
         f.write(data[len(data) // 2 :])
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, folder / "state.pt")
     _write_line(log, {"saved": index})
-    _hold(hold, "after_save", index - 1)
+    _hold(hold, "after_save", index - 1, log)
 
 
 def consume(folder: Path, hold: tuple[str, int] | None = None) -> None:
@@ -184,7 +186,7 @@ def consume(folder: Path, hold: tuple[str, int] | None = None) -> None:
             counts = {k: getattr(batch.counts, k) for k in ("samples", "documents", "packs")}
             record = {"i": index, "keys": member_keys(batch), "rk": repr(batch.__restore_key__)}
             _write_line(log, {**record, "counts": counts})
-            _hold(hold, "item", index)
+            _hold(hold, "item", index, log)
             if (index + 1) % config["save_every"] == 0:
                 state = {"loader": loader.save_state_rank(), "consumed": index + 1}
                 _save(folder, state, config["save_pause"], log, index + 1, hold)
@@ -221,7 +223,7 @@ def _run_life(folder: Path, kill: tuple[str, int] | None, timeout: float = 180) 
     deadline = time.monotonic() + timeout
     try:
         while proc.poll() is None and time.monotonic() < deadline:
-            if kill is not None and _kill_due(log, before, kill):
+            if kill is not None and _held(log, before):
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 return False
@@ -239,16 +241,10 @@ def _run_life(folder: Path, kill: tuple[str, int] | None, timeout: float = 180) 
             pass
 
 
-def _kill_due(log: Path, before: int, kill: tuple[str, int]) -> bool:
-    if not log.exists():
-        return False
-    lines = log.read_text().splitlines()[before:]
-    moment, n = kill
-    reached = any(line.startswith('{"i": ') and int(line[6:].split(",")[0]) >= n for line in lines)
-    if moment == "item" or not reached:
-        return reached
-    marker = '"saving"' if moment == "mid_save" else '"saved"'
-    return marker in lines[-1]
+def _held(log: Path, before: int) -> bool:
+    """Whether this life's consumer logged that it waits at its kill moment."""
+    lines = log.read_text().splitlines()[before:] if log.exists() else []
+    return any(line.startswith('{"held"') for line in lines)
 
 
 def run_trial(

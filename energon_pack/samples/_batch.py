@@ -9,6 +9,7 @@ docs/concepts/metadata.md.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
@@ -40,7 +41,7 @@ from energon_pack.samples._packed import (
     concat_media,
     one_family,
     token_types,
-    write_labels,
+    write_row_labels,
 )
 from energon_pack.samples._types import TypeRegistry
 
@@ -199,7 +200,13 @@ class PackedTextBatch(Batch):
         length = _row_length(packs, pad_to, pad_to_multiple_of)
         arena = _text_arena(packs, length)
         tokens = _rows([p.tokens for p in packs], arena, length, pad_token_id)
-        labels = _label_rows(packs, tokens, arena)
+        metadata = document_metadata(
+            [p.doc_lengths for p in packs],
+            length=length,
+            doc_lengths_padded=[p.doc_lengths_padded for p in packs],
+            empty=arena.empty,
+        )
+        labels = _label_rows(packs, tokens, arena, metadata)
         sources = [s for p in packs for s in (p.__sources__ or ())]
         offsets = [r * length for r in range(len(packs))]
         types = token_types(packs, offsets, labels.numel(), "pack", "batch")
@@ -211,12 +218,7 @@ class PackedTextBatch(Batch):
             __sources__=tuple(sources) if sources else None,
             tokens=tokens,
             labels=labels,
-            metadata=document_metadata(
-                [p.doc_lengths for p in packs],
-                length=length,
-                doc_lengths_padded=[p.doc_lengths_padded for p in packs],
-                empty=arena.empty,
-            ),
+            metadata=metadata,
             sample_keys=[list(p.sample_keys) for p in packs],
             counts=PackingCounts.total(p.counts for p in packs),
             token_type_ids=None if types is None else types.view(len(packs), length),
@@ -413,17 +415,27 @@ def _rows(values: Sequence[torch.Tensor], arena: Arena, length: int, fill: int) 
 
 
 def _label_rows(
-    packs: Sequence[PackedTextSample], tokens: torch.Tensor, arena: Arena
+    packs: Sequence[PackedTextSample],
+    tokens: torch.Tensor,
+    arena: Arena,
+    metadata: DocumentMetadata,
 ) -> torch.Tensor:
-    """``(B, L)`` int64 labels from ``arena``: each pack's (:func:`write_labels` over its row of
-    ``tokens``), -100 on the tail padding."""
+    """``(B, L)`` int64 labels from ``arena``: each pack's (:func:`write_labels`) in its row of
+    ``tokens``, -100 on the tail padding; written over the flattened rows in one pass, by the
+    batch's slots (``metadata``: a row's tail padding is its last slot's)."""
     out = arena.empty(tuple(tokens.shape), torch.int64)
-    rows, token_rows = out.numpy(), tokens.numpy()
-    for r, p in enumerate(packs):
-        n = p.length
-        mask = p.loss_mask.cpu().numpy()
-        write_labels(rows[r, :n], token_rows[r, :n], mask, p.doc_lengths, p.doc_lengths_padded)
-        rows[r, n:] = IGNORE_INDEX
+    length = tokens.shape[1]
+    masks = [
+        (r * length, p.loss_mask.cpu().numpy(), list(itertools.accumulate(slots, initial=0))[:-1])
+        for r, (p, slots) in enumerate(zip(packs, metadata.slot_lengths))
+    ]
+    write_row_labels(
+        out.numpy().reshape(-1),
+        tokens.numpy().reshape(-1),
+        [n for row in metadata.slot_lengths for n in row],
+        [n for row in metadata.doc_lengths for n in row],
+        masks,
+    )
     return out
 
 

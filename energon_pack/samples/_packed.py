@@ -441,21 +441,34 @@ def write_labels(
     ``out[i] = tokens[i+1]`` where ``loss_mask[i+1]``, -100 at each document's last token, on
     alignment padding and elsewhere. ``lengths`` / ``padded``: the documents' real and slot
     lengths, in order."""
+    starts = list(itertools.accumulate(padded, initial=0))[:-1]
+    write_row_labels(out, tokens, padded, lengths, [(0, loss_mask, starts)])
+
+
+def write_row_labels(
+    out: np.ndarray,
+    tokens: np.ndarray,
+    slots: Sequence[int],
+    lengths: Sequence[int],
+    masks: Sequence[tuple[int, np.ndarray, Sequence[int]]],
+) -> None:
+    """:func:`write_labels` of several packs at once, over the flattened ``(n,)`` ``out`` and
+    ``tokens`` (a batch's rows, one after the other): ``slots`` / ``lengths`` are every
+    document's slot and real length in order (the slots cover all of ``out``: a row's tail
+    padding belongs to its last slot), and ``masks`` holds ``(offset, loss_mask, starts)`` per
+    pack: where its tokens begin in ``out``, its loss mask, its documents' starts in it."""
     out[:-1] = tokens[1:]
     out[-1:] = IGNORE_INDEX
-    mask = loss_mask.astype(bool, copy=False)
-    starts = list(itertools.accumulate(padded, initial=0))
-    holes = len(mask) - np.count_nonzero(mask)
-    # untrained tokens only at the documents' starts (BOS): their -100 are the ends' below
-    if holes and not (holes == len(lengths) and not mask[starts[:-1]].any()):
-        np.putmask(out[:-1], ~mask[1:], IGNORE_INDEX)
-    ends = [start + n - 1 for start, n in zip(starts, lengths)]
-    out[ends] = IGNORE_INDEX
-    if list(lengths) == list(padded):  # no alignment padding
-        return
-    for start, n, slot in zip(starts, lengths, padded):
-        if n < slot:
-            out[start + n : start + slot] = IGNORE_INDEX
+    start = 0
+    for n, slot in zip(lengths, slots):  # a document's last token and its slot's padding
+        out[start + n - 1 : start + slot] = IGNORE_INDEX
+        start += slot
+    for offset, loss_mask, doc_starts in masks:
+        mask = loss_mask.astype(bool, copy=False)
+        holes = len(mask) - np.count_nonzero(mask)
+        # untrained tokens only at the documents' starts (BOS): their -100 are the ends' above
+        if holes and not (holes == len(doc_starts) and not mask[doc_starts].any()):
+            np.putmask(out[offset : offset + len(mask) - 1], ~mask[1:], IGNORE_INDEX)
 
 
 def _tokens_and_mask(

@@ -70,23 +70,34 @@ def test_random_packs_labels_match_a_per_document_loop(seed: int) -> None:
         docs.append(doc(str(i), [rng.randrange(100) for _ in range(n)], mask))
     alignment = rng.choice([1, 2, 8])
     pack = pack_documents(docs, alignment=alignment, pad_token_id=-1)
-    expected_labels, expected_pos, expected_tokens = [], [], []
+    expected_tokens, expected_labels, expected_pos = per_document_loop(docs, alignment)
+    assert pack.tokens.tolist() == expected_tokens
+    assert pack.labels.tolist() == expected_labels
+    assert pack.position_ids.tolist() == expected_pos
+    # a batch writes the same labels into its rows, -100 on the tail (rows of different packs:
+    # the batch writes them over its flattened rows at once)
+    other = pack_documents(docs[::-1], alignment=alignment, pad_token_id=-1)
+    tail = rng.randint(0, 5)
+    batch = collate_packs([pack, other, pack], pad_to=pack.length + tail)
+    reversed_labels = per_document_loop(docs[::-1], alignment)[1]
+    rows = [expected_labels, reversed_labels, expected_labels]
+    assert batch.labels.tolist() == [row + [-100] * tail for row in rows]
+
+
+def per_document_loop(
+    docs: list[EncodedSample], alignment: int
+) -> tuple[list[int], list[int], list[int]]:
+    """The tokens, labels and positions of a pack of ``docs``, document by document."""
+    tokens, labels, positions = [], [], []
     for d in docs:
         t, m = d.tokens.tolist(), d.loss_mask.tolist()
         n = len(t)
         slot = -(-n // alignment) * alignment
-        expected_tokens += t + [-1] * (slot - n)
-        expected_labels += [t[i + 1] if i + 1 < n and m[i + 1] else -100 for i in range(n)]
-        expected_labels += [-100] * (slot - n)
-        expected_pos += list(range(slot))
-    assert pack.tokens.tolist() == expected_tokens
-    assert pack.labels.tolist() == expected_labels
-    assert pack.position_ids.tolist() == expected_pos
-    # a batch writes the same labels into its rows, -100 on the tail
-    tail = rng.randint(0, 5)
-    batch = collate_packs([pack, pack], pad_to=pack.length + tail)
-    for row in batch.labels.tolist():
-        assert row == expected_labels + [-100] * tail
+        tokens += t + [-1] * (slot - n)
+        labels += [t[i + 1] if i + 1 < n and m[i + 1] else -100 for i in range(n)]
+        labels += [-100] * (slot - n)
+        positions += list(range(slot))
+    return tokens, labels, positions
 
 
 def cap(

@@ -41,7 +41,7 @@ from energon_pack.samples._packed import (
     concat_media,
     one_family,
     token_types,
-    write_row_labels,
+    write_labels,
 )
 from energon_pack.samples._types import TypeRegistry
 
@@ -420,16 +420,16 @@ def _label_rows(
     arena: Arena,
     metadata: DocumentMetadata,
 ) -> torch.Tensor:
-    """``(B, L)`` int64 labels from ``arena``: each pack's (:func:`write_labels`) in its row of
-    ``tokens``, -100 on the tail padding; written over the flattened rows in one pass, by the
-    batch's slots (``metadata``: a row's tail padding is its last slot's)."""
+    """``(B, L)`` int64 labels from ``arena``: :func:`write_labels` over the flattened rows of
+    ``tokens`` in one pass, by the batch's slots (``metadata``; a row's tail padding is its last
+    slot's, so -100)."""
     out = arena.empty(tuple(tokens.shape), torch.int64)
     length = tokens.shape[1]
     masks = [
         (r * length, p.loss_mask.cpu().numpy(), list(itertools.accumulate(slots, initial=0))[:-1])
         for r, (p, slots) in enumerate(zip(packs, metadata.slot_lengths))
     ]
-    write_row_labels(
+    write_labels(
         out.numpy().reshape(-1),
         tokens.numpy().reshape(-1),
         [n for row in metadata.slot_lengths for n in row],

@@ -106,13 +106,10 @@ class PackedTextSample(Sample):
         and on alignment padding (computed from the fields when read; a batch writes its own
         into its rows)."""
         out = np.empty(self.length, dtype=np.int64)
-        write_labels(
-            out,
-            self.tokens.cpu().numpy(),
-            self.loss_mask.cpu().numpy(),
-            self.doc_lengths,
-            self.doc_lengths_padded,
-        )
+        padded = self.doc_lengths_padded
+        starts = list(itertools.accumulate(padded, initial=0))[:-1]
+        mask = (0, self.loss_mask.cpu().numpy(), starts)
+        write_labels(out, self.tokens.cpu().numpy(), padded, self.doc_lengths, [mask])
         return torch.from_numpy(out).to(self.tokens.device)
 
     @property
@@ -433,30 +430,17 @@ def _sources(samples: Sequence[Sample]) -> tuple[Any, ...] | None:
 def write_labels(
     out: np.ndarray,
     tokens: np.ndarray,
-    loss_mask: np.ndarray,
-    lengths: Sequence[int],
-    padded: Sequence[int],
-) -> None:
-    """Write the aligned labels of a pack's ``tokens`` into ``out`` (all ``(n,)``):
-    ``out[i] = tokens[i+1]`` where ``loss_mask[i+1]``, -100 at each document's last token, on
-    alignment padding and elsewhere. ``lengths`` / ``padded``: the documents' real and slot
-    lengths, in order."""
-    starts = list(itertools.accumulate(padded, initial=0))[:-1]
-    write_row_labels(out, tokens, padded, lengths, [(0, loss_mask, starts)])
-
-
-def write_row_labels(
-    out: np.ndarray,
-    tokens: np.ndarray,
     slots: Sequence[int],
     lengths: Sequence[int],
     masks: Sequence[tuple[int, np.ndarray, Sequence[int]]],
 ) -> None:
-    """:func:`write_labels` of several packs at once, over the flattened ``(n,)`` ``out`` and
-    ``tokens`` (a batch's rows, one after the other): ``slots`` / ``lengths`` are every
-    document's slot and real length in order (the slots cover all of ``out``: a row's tail
-    padding belongs to its last slot), and ``masks`` holds ``(offset, loss_mask, starts)`` per
-    pack: where its tokens begin in ``out``, its loss mask, its documents' starts in it."""
+    """Write the aligned labels of packs' ``tokens`` into ``out`` (both flattened ``(n,)``: a
+    pack, or a batch's rows one after the other): ``out[i] = tokens[i+1]`` where
+    ``loss_mask[i+1]``, -100 at each document's last token, on padding and elsewhere.
+    ``slots`` / ``lengths``: every document's slot and real length in order (the slots cover
+    all of ``out``: a row's tail padding belongs to its last slot); ``masks``: per pack
+    ``(offset, loss_mask, starts)``, where its tokens begin in ``out``, its loss mask and its
+    documents' starts in it."""
     out[:-1] = tokens[1:]
     out[-1:] = IGNORE_INDEX
     start = 0

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``Arena``: a batch's tensors carved out of one buffer, in shared memory inside a loader
-worker. torch's DataLoader sends each storage of a worker's item through shared memory (one
-segment, descriptor and mapping per storage, and a copy into it): a batch written straight
-into one shared buffer goes out as it is, with no copy (docs/benchmarks/loader.md).
+"""``Arena``: a batch's tensors carved out of one buffer. A loader worker sends an item whose
+small tensors are views of one buffer by value when the buffer is at most :data:`BY_VALUE`
+bytes (``energon_pack.energon._one_storage``), else through one shared-memory segment: an arena
+of a worker's item is in shared memory only above that size (docs/benchmarks/loader.md).
 """
 
 from __future__ import annotations
@@ -11,9 +11,13 @@ import math
 
 import torch
 
-__all__ = ["Arena", "in_loader_worker"]
+__all__ = ["BY_VALUE", "Arena", "in_loader_worker"]
 
 _ALIGN = 64
+
+#: A loader worker sends an item's small tensors by value (their bytes through the DataLoader's
+#: pipe) when they total at most this many bytes; above it, through one shared-memory segment.
+BY_VALUE = 4 << 20
 
 
 def _shared_bytes(size: int) -> torch.Tensor:
@@ -32,7 +36,8 @@ def in_loader_worker() -> bool:
 
 class Arena:
     """Uninitialised tensors of the given shapes and dtypes, each a view of one buffer of
-    ``nbytes`` (:meth:`size` adds a request's share), shared memory when ``shared``.
+    ``nbytes`` (:meth:`size` adds a request's share), shared memory when ``shared``
+    (:meth:`for_item`: the buffer of an item a worker sends).
 
     ``a = Arena(Arena.size((2, 3), torch.int64) + Arena.size((4,), torch.int32))``, then
     ``a.empty((2, 3), torch.int64)`` and ``a.empty((4,), torch.int32)``.
@@ -42,6 +47,12 @@ class Arena:
         self.buffer = _shared_bytes(nbytes) if shared else torch.empty(nbytes, dtype=torch.uint8)
         self.storage = self.buffer.untyped_storage()
         self.used = 0
+
+    @classmethod
+    def for_item(cls, nbytes: int) -> Arena:
+        """The arena of an item this process sends or keeps: in shared memory only inside a
+        loader worker and above :data:`BY_VALUE` bytes (smaller ones travel by value)."""
+        return cls(nbytes, shared=nbytes > BY_VALUE and in_loader_worker())
 
     @staticmethod
     def size(shape: tuple[int, ...], dtype: torch.dtype) -> int:

@@ -28,7 +28,7 @@ from energon_pack.attention import (
     hf_kwargs,
     packed_seq_params,
 )
-from energon_pack.samples._arena import Arena, in_loader_worker
+from energon_pack.samples._arena import Arena
 from energon_pack.samples._counts import PackingCounts
 from energon_pack.samples._encoded import VideoFields
 from energon_pack.samples._packed import (
@@ -393,12 +393,12 @@ def _stack_mrope(packs: Sequence[PackedCaptioningSample], length: int) -> torch.
 
 
 def _text_arena(packs: Sequence[PackedTextSample], length: int) -> Arena:
-    """One buffer for a batch's tokens, labels and ``cu_seqlens*`` (shared memory in a loader
-    worker: the batch leaves it without a copy)."""
+    """One buffer for a batch's tokens, labels and ``cu_seqlens*`` (:meth:`Arena.for_item`: a
+    loader worker sends it as it is, by value or, above ``BY_VALUE`` bytes, in shared memory)."""
     rows, slots = len(packs), sum(len(p.doc_lengths) for p in packs)
     nbytes = 2 * Arena.size((rows, length), torch.int64)  # tokens, labels
     nbytes += 2 * Arena.size((slots + 1,), torch.int32)  # cu_seqlens, cu_seqlens_padded
-    return Arena(nbytes, shared=in_loader_worker())
+    return Arena.for_item(nbytes)
 
 
 def _rows(values: Sequence[torch.Tensor], arena: Arena, length: int, fill: int) -> torch.Tensor:

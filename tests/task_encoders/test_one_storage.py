@@ -1,15 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A batch a loader worker sends has its small tensors in one shared-memory storage
-(``energon_pack.energon._one_storage``), with every value, dtype and shape unchanged."""
+"""A batch a loader worker sends has its small tensors in one storage whose bytes travel by
+value through the multiprocessing pickler (``energon_pack.energon._one_storage``; above
+``BY_VALUE`` bytes, one shared-memory storage), with every value, dtype and shape unchanged."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 import json
+import pickle
 import subprocess
 import sys
 import textwrap
+from multiprocessing.reduction import ForkingPickler
 
 import pytest
 import torch
@@ -18,6 +21,19 @@ from megatron.energon import TextSample
 import energon_pack.energon._one_storage as one
 from energon_pack.samples import collate_packs, pack_documents
 from energon_pack.task_encoders import CaptioningPackingTaskEncoder, LLMPackingTaskEncoder
+
+
+@pytest.fixture(autouse=True)
+def _own_registrations(monkeypatch):
+    """``one_storage`` registers batch types with this process's multiprocessing pickler (in a
+    worker); undo it after each test so that no other test pickles by value."""
+    monkeypatch.setattr(ForkingPickler, "_extra_reducers", dict(ForkingPickler._extra_reducers))
+    monkeypatch.setattr(one, "_REGISTERED", set())
+
+
+def _sent(item):
+    """``item`` pickled and unpickled as a worker's multiprocessing queue does."""
+    return pickle.loads(ForkingPickler.dumps(item))
 
 
 def _tensors(obj, out=None):
@@ -80,10 +96,64 @@ def test_small_tensors_share_one_storage_values_unchanged(tokenizer, corpus) -> 
         assert after[name].dtype == value.dtype and after[name].shape == value.shape, name
         assert torch.equal(after[name], value), name
     assert len({t.untyped_storage().data_ptr() for t in after.values()}) == 1
-    assert after["PackedTextBatch.tokens"].untyped_storage().is_shared()
-    # a batch already in shared memory stays where it is
+    assert not after["PackedTextBatch.tokens"].untyped_storage().is_shared()  # sent by value
+    # a batch already in one storage of its size stays where it is
     tokens = batch.tokens
     assert one.one_storage(batch).tokens is tokens
+
+
+def test_a_batch_is_sent_by_value_and_rebuilt_as_views_of_one_tensor(tokenizer, corpus) -> None:
+    """Through the multiprocessing pickler: the values, dtypes, shapes and strides come back as
+    views of one private tensor, a tensor in two fields stays one tensor, the sender's batch
+    is left as it was, and no tensor goes through shared memory."""
+    batch = _text_batch(tokenizer, corpus)
+    batch.labels = batch.labels.clone()  # a second storage: one_storage gathers both
+    batch.token_type_ids = batch.tokens  # one tensor in two fields
+    before = {k: v.clone() for k, v in _tensors(batch).items()}
+    plain = _sent(batch)  # not registered yet: pickled as torch does, through shared memory
+    assert plain.tokens.is_shared()
+    batch = _text_batch(tokenizer, corpus)
+    batch.labels = batch.labels.clone()
+    batch.token_type_ids = batch.tokens
+    one.one_storage(batch)
+    kept = dict(_tensors(batch))
+    got = _sent(batch)
+    assert type(got) is type(batch) and got is not batch
+    assert all(_tensors(batch)[k] is v for k, v in kept.items())  # the sender's batch unchanged
+    after = _tensors(got)
+    assert after.keys() == before.keys()
+    for name, value in before.items():
+        assert after[name].dtype == value.dtype, name
+        assert after[name].shape == value.shape and after[name].stride() == value.stride(), name
+        assert torch.equal(after[name], value), name
+    assert len({t.untyped_storage().data_ptr() for t in after.values()}) == 1
+    assert not any(t.is_shared() for t in after.values())
+    assert got.token_type_ids is got.tokens
+    assert got.__key__ == batch.__key__ and got.counts == batch.counts
+    assert torch.equal(got.position_ids, batch.position_ids)  # computed from the rebuilt views
+    assert type(got.metadata) is type(batch.metadata) and got.metadata is not batch.metadata
+
+
+def test_over_by_value_the_small_tensors_go_through_one_shared_storage(
+    tokenizer, corpus, monkeypatch
+) -> None:
+    monkeypatch.setattr(one, "BY_VALUE", 0)
+    batch = _text_batch(tokenizer, corpus)
+    before = {k: v.clone() for k, v in _tensors(batch).items()}
+    one.one_storage(batch)
+    after = _tensors(batch)
+    assert all(torch.equal(after[k], v) for k, v in before.items())
+    assert len({t.untyped_storage().data_ptr() for t in after.values()}) == 1
+    assert batch.tokens.untyped_storage().is_shared()
+    assert type(batch) not in one._REGISTERED
+
+
+def test_tensors_in_several_storages_at_pickling_are_pickled_as_usual(tokenizer, corpus) -> None:
+    batch = _text_batch(tokenizer, corpus)
+    one.one_storage(batch)
+    batch.labels = batch.labels.clone()  # changed after one_storage: two storages
+    rebuild, *_ = one._by_value(batch)
+    assert rebuild is not one._rebuilt
 
 
 def test_large_tensors_and_shared_fields_keep_their_identity(
@@ -120,6 +190,7 @@ def test_large_tensors_and_shared_fields_keep_their_identity(
     nonempty = {k: t for k, t in _tensors(batch).items() if t.numel()}
     storages = {k: t.untyped_storage().data_ptr() for k, t in nonempty.items()}
     assert len(set(storages.values())) == 2, storages  # the pixels', and the rest's
+    assert not batch.tokens.is_shared()  # the rest goes by value
 
 
 @pytest.mark.parametrize("value", [None, 3, "x", [torch.zeros(2)]])
@@ -129,8 +200,9 @@ def test_items_without_two_small_tensors_pass_unchanged(value) -> None:
 
 def test_a_worker_sends_one_storage_and_restore_sample_reproduces(text_dataset, tokenizer_dir):
     """Through a real 2-worker loader (in a subprocess: a dropped worker loader stalls the next
-    ``gc.collect``): each received batch has one storage for its small tensors, and each equals
-    ``restore_sample`` of its key, which rebuilds it in the main process without the move."""
+    ``gc.collect``): each received batch has one private storage for its small tensors (sent by
+    value), and each equals ``restore_sample`` of its key, which rebuilds it in the main
+    process without the move."""
     script = textwrap.dedent(
         f"""
         import json, functools
@@ -156,7 +228,7 @@ def test_a_worker_sends_one_storage_and_restore_sample_reproduces(text_dataset, 
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["workers"] == [0, 1]
     assert result["storages"] and set(result["storages"]) == {1}
-    assert all(result["shared"])  # written into shared memory by the worker
+    assert not any(result["shared"])  # sent by value, not through shared memory
 
 
 def test_a_pack_of_a_split_piece_leaves_as_the_piece_alone() -> None:

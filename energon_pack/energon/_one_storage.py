@@ -3,8 +3,9 @@
 
 torch's DataLoader sends each tensor storage of a worker's item through shared memory: per
 storage a new segment, a file descriptor handed over a socket and a mapping on both sides,
-every page faulted in anew, and a copy into it. On a VM a 0.5 MB text batch cost about 1.2 ms
-of CPU that way against 0.7 ms by value (docs/benchmarks/loader.md, eleventh pass).
+every page faulted in anew, and a copy into it. A 512 KiB text batch took 1.2 ms of CPU (both
+processes) by value, 2.0 ms written into one shared buffer, 4.1 ms as a stock batch's
+tensors (tests/benchmarks/worker_transfer.py; docs/benchmarks/loader.md, eleventh pass).
 
 :func:`one_storage` runs on each item a worker sends. It puts the item's tensors of at most
 :data:`SMALL` bytes into views of one buffer (a text batch is written into one by

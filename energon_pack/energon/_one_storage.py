@@ -87,10 +87,16 @@ def _unique(slots: list[_Slot]) -> dict[int, torch.Tensor]:
     return unique
 
 
+def _storage(tensors: Any) -> torch.UntypedStorage | None:
+    """The one storage all ``tensors`` view, or None when they view several."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage() for t in tensors}
+    return next(iter(storages.values())) if len(storages) == 1 else None
+
+
 def _compact(tensors: Any, nbytes: int) -> bool:
     """Whether the tensors are views of one storage no larger than an arena of them."""
-    storages = {t.untyped_storage().data_ptr(): t.untyped_storage() for t in tensors}
-    return len(storages) == 1 and next(iter(storages.values())).nbytes() <= nbytes
+    storage = _storage(tensors)
+    return storage is not None and storage.nbytes() <= nbytes
 
 
 def _movable(t: torch.Tensor) -> bool:
@@ -112,10 +118,9 @@ def _by_value(item: Any) -> Any:
         slots: list[_Slot] = []
         _collect(item, (), slots, depth=0)
         unique = _unique(slots)
-        storages = {t.untyped_storage().data_ptr() for t in unique.values()}
-        if len(storages) != 1:
+        storage = _storage(unique.values())
+        if storage is None:
             return item.__reduce_ex__(4)
-        storage = next(iter(unique.values())).untyped_storage()
         data = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),)).numpy()
         index = {key: i for i, key in enumerate(unique)}
         views = [(t.storage_offset(), tuple(t.shape), t.stride(), t.dtype) for t in unique.values()]
